@@ -1,0 +1,212 @@
+"""HiMambaRadixCache: SGLang's hierarchical radix cache for hybrid Mamba models, re-expressed.
+
+Vocabulary (see also node.py): the *device* tier (GPU, L1) and the *host* tier (CPU, L2) hold KV per token and one
+Mamba state per node; *storage* (L3) is an external backend reached through the controller. A node is *evicted*
+when it has no device KV, *backed up* when it has host KV, a *tombstone* when it has no device Mamba state.
+
+The class is split by concern, one mixin a module, each mirroring the SGLang functions of the same names:
+- ``tree.py``: match_prefix, insert (_insert_helper), splits, _add_new_node, _unevict_node.
+- ``evict_device.py``: evict, _evict_device_leaf, _evict_to_host, _evict_regular, evict_mamba.
+- ``evict_host.py``: evict_host, _evict_host_leaf, the tombstone cascade, _delete_tombstone_leaf,
+  evict_mamba_host, and the stale-node guards of the described fix.
+- ``hicache.py``: write_backup, _inc_hit_count, acks, load_back, the L3 paths (backup, prefetch).
+- ``requests.py``: cache_finished_req / cache_unfinished_req.
+This module holds the state, the leaf sets, the size counters and the locks.
+
+Invariants the real code intends (and the stale-node race breaks; invariants.py checks them):
+I0 every node referenced by a set, a list or an in-flight map is attached; I1 an evicted node's descendants are
+evicted; I2 under write-through a backed-up node's parent is backed up; I3 an attached evicted node is backed up;
+I4 no leaf is a tombstone.
+
+Methods here raise ``CacheAssertion`` (and whatever SGLang would raise) like the real code; ``simcache.driver``
+turns that into an outcome at the operation boundary.
+"""
+from __future__ import annotations
+
+from typing import Hashable
+
+from .config import CacheConfig
+from .controller import CacheController
+from .errors import CacheAssertion
+from .evict_device import DeviceEviction
+from .evict_host import HostEviction
+from .hicache import HiCache
+from .keys import Key, child_key
+from .lru import LRUList
+from .node import TreeNode
+from .pools import Pools
+from .requests import RequestCaching
+from .trace_hooks import LeafSet, register, simulated
+from .tree import TreeOps
+
+
+class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestCaching):
+    def __init__(self, config: CacheConfig | None = None, recorder=None) -> None:
+        self.config = config = config or CacheConfig()
+        self.flags = config.flags
+        self.page_size = config.page_size
+        self.recorder = recorder
+        self.pools = Pools.create(config.device_kv, config.device_mamba, config.host_kv, config.host_mamba,
+                                  config.device)
+        self.controller = CacheController(self.pools, config.policy, config.page_size, config.auto_complete)
+        self.controller.evict_mamba_host = self.evict_mamba_host
+        self.controller.evict_mamba = self.evict_mamba
+        self.write_through_threshold = config.threshold
+        self.load_back_threshold = config.load_back_threshold
+        self.enable_storage = config.storage
+        self.prefetch_threshold = config.prefetch_threshold
+        self.ongoing_write_through: dict[int, TreeNode] = {}
+        self.ongoing_load_back: dict[int, TreeNode] = {}
+        self.ongoing_prefetch: dict[str, tuple] = {}
+        self.ongoing_backup: dict[int, tuple[TreeNode, bool]] = {}
+        self.prefetch_loaded_tokens_by_reqid: dict[str, int] = {}
+        self.evictable_full_device_leaves = LeafSet("evictable_full_device_leaves")
+        self.evictable_full_host_leaves = LeafSet("evictable_full_host_leaves")
+        self.warnings: list[str] = []  # the stale guards' log lines
+        self.crashed = None  # set by the driver when a simulated assertion ends the run
+        # Node ids and the logical clock follow SGLang's construction order (LRU sentinels are nodes there),
+        # so ids in assertion messages and access-time order match the real code's.
+        self._next_id, self.clock = 0, 3.0
+        self._reserve(2)  # host-mamba LRU head and tail
+        self.mamba_host_lru_list = LRUList("host_mamba")
+        self.root_node = self._new_node(())
+        self.root_node.value = []
+        self.root_node.full_lock_ref = self.root_node.mamba_lock_ref = 1
+        self._reserve(4)  # full and mamba LRU heads and tails
+        self.full_lru_list = LRUList("full")
+        self.mamba_lru_list = LRUList("mamba")
+        self.full_evictable_size_ = self.full_protected_size_ = 0
+        self.mamba_evictable_size_ = self.mamba_protected_size_ = 0
+
+    # --- ids, clock, attachment ---
+    def _reserve(self, n: int) -> None:
+        self._next_id += n
+        self.clock += n
+
+    def tick(self) -> float:
+        """SGLang's ``get_last_access_time``: a logical clock that advances by one per call."""
+        t = self.clock
+        self.clock += 1.0
+        return t
+
+    def _new_node(self, key: Key) -> TreeNode:
+        node = TreeNode(self._next_id, self.tick(), key)
+        self._next_id += 1
+        return node
+
+    def ck(self, key: Key) -> Hashable:
+        return child_key(key, self.page_size)
+
+    def _attach(self, parent: TreeNode, node: TreeNode, key: Key | None = None) -> None:
+        slot = self.ck(node.key if key is None else key)
+        replaced = parent.children.get(slot)
+        parent.children[slot] = node
+        if self.recorder is not None:
+            self.recorder.event("attach", node=node, parent=parent, slot=slot, replaced=replaced)
+
+    def _detach(self, parent: TreeNode, node: TreeNode) -> TreeNode | None:
+        """Pop ``node``'s slot from ``parent`` (whatever it holds now) and return what was there."""
+        slot = self.ck(node.key)
+        popped = parent.children.pop(slot, None)
+        if self.recorder is not None:
+            self.recorder.event("detach", node=node, parent=parent, slot=slot, popped=popped)
+        return popped
+
+    # --- leaf sets (reference b.4) ---
+    def _discard_from_leaf_sets(self, node: TreeNode) -> None:
+        self.evictable_full_device_leaves.discard(node)
+        self.evictable_full_host_leaves.discard(node)
+
+    def _update_leaf_status(self, node: TreeNode) -> None:
+        self._update_full_device_leaf_status(node)
+        self._update_full_host_leaf_status(node)
+
+    def _update_full_device_leaf_status(self, node: TreeNode) -> None:
+        if node is self.root_node or node.value is None or node.full_lock_ref > 0:
+            self.evictable_full_device_leaves.discard(node)
+            return
+        for child in node.children.values():
+            if child.value is not None:
+                self.evictable_full_device_leaves.discard(node)
+                return
+        self.evictable_full_device_leaves.add(node)
+
+    def _update_full_host_leaf_status(self, node: TreeNode) -> None:
+        new_predicate = self.flags.host_leaf_predicate == "no_children"
+        if (node.value is not None or node.host_value is None or node is self.root_node
+                or node.host_ref_counter > 0 or node.host_mamba_ref_counter > 0
+                or (new_predicate and len(node.children) > 0)):
+            self.evictable_full_host_leaves.discard(node)
+            return
+        if not new_predicate:  # host_leaf_predicate == "loop_old": only evicted+backed-up children disqualify
+            for child in node.children.values():
+                if child.value is None and child.host_value is not None:
+                    self.evictable_full_host_leaves.discard(node)
+                    return
+        self.evictable_full_host_leaves.add(node)
+
+    # --- locks (reference c.5) ---
+    @simulated
+    def inc_lock_ref(self, node: TreeNode) -> int:
+        delta = 0
+        if node.mamba_value is not None:
+            if node.mamba_lock_ref == 0:
+                self.mamba_evictable_size_ -= len(node.mamba_value)
+                self.mamba_protected_size_ += len(node.mamba_value)
+            node.mamba_lock_ref += 1
+        while node is not self.root_node:
+            if node.value is None:
+                node = node.parent
+                continue
+            if not node.full_lock_ref >= 0:
+                raise CacheAssertion(f"inc_lock_ref on node with node.full_lock_ref={node.full_lock_ref}, "
+                                     f"node.id={node.id}")
+            if node.full_lock_ref == 0:
+                self.full_evictable_size_ -= len(node.value)
+                self.full_protected_size_ += len(node.value)
+                delta -= len(node.value)
+                self.evictable_full_device_leaves.discard(node)
+            node.full_lock_ref += 1
+            self._lock_event(node, +1)
+            node = node.parent
+        return delta
+
+    @simulated
+    def dec_lock_ref(self, node: TreeNode) -> int:
+        delta = 0
+        if node.mamba_value is not None and node.mamba_lock_ref > 0:
+            if node.mamba_lock_ref == 1:
+                self.mamba_evictable_size_ += len(node.mamba_value)
+                self.mamba_protected_size_ -= len(node.mamba_value)
+            node.mamba_lock_ref -= 1
+        while node is not self.root_node:
+            if node.value is None:
+                node = node.parent
+                continue
+            if not node.full_lock_ref > 0:
+                raise CacheAssertion(f"dec_lock_ref on node with node.full_lock_ref={node.full_lock_ref}, "
+                                     f"node.id={node.id}")
+            if node.full_lock_ref == 1:
+                self.full_evictable_size_ += len(node.value)
+                self.full_protected_size_ -= len(node.value)
+                delta += len(node.value)
+            node.full_lock_ref -= 1
+            self._lock_event(node, -1)
+            if node.full_lock_ref == 0:
+                self._update_full_device_leaf_status(node)
+            node = node.parent
+        return delta
+
+    def _lock_event(self, node: TreeNode, change: int) -> None:
+        if self.recorder is not None:
+            self.recorder.event("lock", node=node, change=change, full_lock_ref=node.full_lock_ref)
+
+    # --- views used by tests, invariants and renderers ---
+    def sizes(self) -> dict[str, int]:
+        return dict(full_evictable=self.full_evictable_size_, full_protected=self.full_protected_size_,
+                    mamba_evictable=self.mamba_evictable_size_, mamba_protected=self.mamba_protected_size_)
+
+
+for _m in (TreeNode.release_host, TreeNode.release_host_mamba, LRUList.insert_mru, LRUList.remove_node,
+           LRUList.reset_node_mru, LRUList.reset_node_and_parents_mru, LRUList.get_prev_no_lock):
+    register(_m)

@@ -1,0 +1,238 @@
+"""The cache controller: copies between tiers, completed later through ack queues; L3 storage operations.
+
+Vocabulary
+- A *write* copies a node's device KV (and Mamba state) to freshly allocated host slots; a *load* copies host slots
+  back to freshly allocated device slots. Both return at once with the destination slots; the copy *completes*
+  later, and the cache learns it from an *ack* (``writing_check`` / ``loading_check``).
+- An *L3 backup* (``write_storage``) copies host slots to the storage backend; it stays pending until its storage
+  ack is delivered. A *prefetch* reserves host slots and is filled from storage later.
+
+As in SGLang's controller: ``write`` allocates host KV first and fails (``None``) when short; then the host Mamba
+slot, calling ``evict_mamba_host`` once on shortage and rolling back on failure. ``load`` mirrors it on device
+(``evict_mamba`` on Mamba shortage).
+
+``auto_complete`` (the default, as the oracle's controller behaves) marks each copy complete at once, so the next
+check consumes its ack; with ``auto_complete=False`` copies complete only through ``complete_writes`` /
+``complete_loads``, which is how a schedule delays an ack. With CUDA, copies run on a side stream and the ack
+waits for its event, so the order stays deterministic.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from .keys import Key
+from .pools import Pools, copy_slots, kv_fingerprints, mamba_fingerprint
+
+Slots = list[int]
+
+
+@dataclass
+class MambaTransfer:
+    """One Mamba state to move between tiers (SGLang's ``PoolTransfer`` for the Mamba pool)."""
+    host_indices: Optional[Slots]
+    device_indices: Optional[Slots]
+
+
+@dataclass
+class Ack:
+    node_ids: list[int]
+    done: bool
+    event: object = None  # a CUDA event when the copy ran on a side stream
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        if self.event is not None:
+            self.event.synchronize()
+
+
+@dataclass
+class StorageOp:
+    """An L3 backup in flight."""
+    id: int
+    host_indices: Slots
+    key: Key
+    hash_value: Optional[list[str]]
+    mamba: Optional[list[MambaTransfer]]
+
+
+@dataclass
+class PrefetchOp:
+    """A prefetch from L3 storage into reserved host slots."""
+    request_id: str
+    host_indices: Slots
+    token_ids: list[int]
+    prefix_tokens: list[int]  # the anchor's path, so fetched KV can be fingerprinted by its whole prefix
+    mamba: Optional[list[MambaTransfer]]
+    completed_tokens: int = 0
+    hash_value: list[str] = field(default_factory=list)
+    mamba_hit: bool = False
+    terminated: bool = False
+
+
+class CacheController:
+    def __init__(self, pools: Pools, write_policy: str, page_size: int, auto_complete: bool = True) -> None:
+        self.pools = pools
+        self.write_policy = write_policy
+        self.page_size = page_size
+        self.auto_complete = auto_complete
+        self.ack_write_queue: list[Ack] = []
+        self.ack_load_queue: list[Ack] = []
+        self.pending_backups: dict[int, StorageOp] = {}
+        self.ack_backup_queue: deque[StorageOp] = deque()
+        self.prefetch_revoke_queue: deque[str] = deque()
+        self.host_mem_release_queue: deque[Slots] = deque()
+        self.prefetch_tokens_occupied = 0
+        self.prefetch_capacity_limit = 1 << 30
+        self._op_ids = itertools.count(1)
+        self.evict_mamba_host: Callable[[int], object] = lambda n: 0
+        self.evict_mamba: Callable[[int], object] = lambda n: 0
+        self.observer: Callable[[str, dict], None] | None = None
+        cuda = pools.device_kv.device.type == "cuda"
+        self.stream = torch.cuda.Stream() if cuda else None
+
+    def _notify(self, what: str, **data) -> None:
+        if self.observer is not None:
+            self.observer(what, data)
+
+    # --- extra (Mamba) pools, one evict-and-retry, roll back on failure ---
+    def _resolve_mamba(self, transfers: Optional[list[MambaTransfer]], to_host: bool) -> bool:
+        if not transfers:
+            return True
+        pool = self.pools.host_mamba if to_host else self.pools.device_mamba
+        evict = self.evict_mamba_host if to_host else self.evict_mamba
+        newly: list[MambaTransfer] = []
+        for tr in transfers:
+            have, src = (tr.host_indices, tr.device_indices) if to_host else (tr.device_indices, tr.host_indices)
+            if have is not None or src is None:
+                continue
+            idx = pool.alloc(len(src))
+            if idx is None:
+                evict(len(src))
+                idx = pool.alloc(len(src))
+            if idx is None:
+                for done in newly:
+                    pool.free(done.host_indices if to_host else done.device_indices)
+                    if to_host:
+                        done.host_indices = None
+                    else:
+                        done.device_indices = None
+                return False
+            if to_host:
+                tr.host_indices = idx
+            else:
+                tr.device_indices = idx
+            newly.append(tr)
+        return True
+
+    def _copy(self, pairs) -> object:
+        event = None
+        for src, s, dst, d in pairs:
+            event = copy_slots(src, s, dst, d, self.stream) or event
+        return event
+
+    def write(self, device_indices: Slots, node_id: int, extra: Optional[list[MambaTransfer]] = None):
+        p = self.pools
+        host = p.host_kv.alloc(len(device_indices))
+        if host is None:
+            self._notify("write_fail", node_id=node_id, reason="host_kv")
+            return None
+        if not self._resolve_mamba(extra, to_host=True):
+            p.host_kv.free(host)
+            self._notify("write_fail", node_id=node_id, reason="host_mamba")
+            return None
+        pairs = [(p.device_kv, device_indices, p.host_kv, host)]
+        pairs += [(p.device_mamba, t.device_indices, p.host_mamba, t.host_indices) for t in extra or ()]
+        self.ack_write_queue.append(Ack([node_id], self.auto_complete, self._copy(pairs)))
+        self._notify("write", node_id=node_id, host=list(host))
+        return host
+
+    def load(self, host_indices: Slots, node_id: int, extra: Optional[list[MambaTransfer]] = None):
+        p = self.pools
+        dev: Slots = []
+        if host_indices:
+            got = p.device_kv.alloc(len(host_indices))
+            if got is None:
+                self._notify("load_fail", node_id=node_id, reason="device_kv")
+                return None
+            dev = got
+        if not self._resolve_mamba(extra, to_host=False):
+            if host_indices:
+                p.device_kv.free(dev)
+            self._notify("load_fail", node_id=node_id, reason="device_mamba")
+            return None
+        pairs = [(p.host_kv, host_indices, p.device_kv, dev)]
+        pairs += [(p.host_mamba, t.host_indices, p.device_mamba, t.device_indices) for t in extra or ()]
+        self.ack_load_queue.append(Ack([node_id], self.auto_complete, self._copy(pairs)))
+        self._notify("load", node_id=node_id, device=list(dev))
+        return dev
+
+    def complete_writes(self, n: int = 1) -> int:
+        """Mark the oldest ``n`` pending writes complete (manual acks); returns how many were marked."""
+        return _complete(self.ack_write_queue, n)
+
+    def complete_loads(self, n: int = 1) -> int:
+        return _complete(self.ack_load_queue, n)
+
+    def evict_device(self, device_indices: Slots) -> int:
+        self.pools.device_kv.free(device_indices)
+        return len(device_indices)
+
+    def evict_host(self, host_indices: Slots) -> int:
+        self.pools.host_kv.free(host_indices)
+        return len(host_indices)
+
+    # --- L3 storage ---
+    def write_storage(self, host_indices: Slots, key: Key, hash_value, extra=None) -> int:
+        op = StorageOp(next(self._op_ids), host_indices, key, hash_value, extra)
+        self.pending_backups[op.id] = op
+        self._notify("l3_backup_start", op_id=op.id)
+        return op.id
+
+    def complete_backup(self, op_id: int) -> None:
+        self.ack_backup_queue.append(self.pending_backups.pop(op_id))
+
+    def prefetch_rate_limited(self) -> bool:
+        return self.prefetch_tokens_occupied >= self.prefetch_capacity_limit
+
+    def prefetch(self, request_id: str, host_indices: Slots, tokens: list[int], prefix_tokens: list[int],
+                 extra=None) -> PrefetchOp:
+        self._notify("prefetch_start", request_id=request_id)
+        return PrefetchOp(request_id, host_indices, list(tokens), list(prefix_tokens), extra)
+
+    def finish_prefetch(self, op: PrefetchOp, completed_tokens: int, mamba_hit: bool, hashes: list[str]) -> None:
+        """Storage delivered ``completed_tokens`` (and the Mamba state if ``mamba_hit``) into the reserved slots."""
+        op.completed_tokens, op.hash_value, op.mamba_hit = completed_tokens, hashes, mamba_hit
+        full = op.prefix_tokens + op.token_ids[:completed_tokens]
+        self.pools.host_kv.write(op.host_indices[:completed_tokens],
+                                 kv_fingerprints(full, start=len(op.prefix_tokens)))
+        if mamba_hit:
+            for t in op.mamba or ():
+                self.pools.host_mamba.write(t.host_indices, [mamba_fingerprint(full)])
+
+    def terminate_prefetch(self, op: PrefetchOp) -> tuple[int, list[str]]:
+        op.terminated = True
+        return op.completed_tokens, op.hash_value
+
+    def append_host_mem_release(self, host_indices: Slots) -> None:
+        ps = self.pools.host_kv  # page-granular release, as the real controller queues it
+        for i in range(0, len(host_indices), self.page_size):
+            self.host_mem_release_queue.append(list(host_indices[i : i + self.page_size]))
+        del ps
+
+
+def _complete(queue: list[Ack], n: int) -> int:
+    marked = 0
+    for ack in queue:
+        if marked >= n:
+            break
+        if not ack.done:
+            ack.done = True
+            marked += 1
+    return marked

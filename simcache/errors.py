@@ -1,0 +1,28 @@
+"""Two error voices.
+
+- ``CacheAssertion``: an assertion of the *simulated* SGLang cache (same message text as SGLang). It is caught at
+  the operation boundary and reported as an outcome, never raised out of the public API.
+- ``SimcacheError`` and its subclasses: a user's mistake (bad scenario, schedule, flag, argument). The message is
+  one sentence that names the problem and says how to fix it.
+"""
+from __future__ import annotations
+
+
+class CacheAssertion(AssertionError):
+    """An assertion inside the simulated cache (SGLang's ``assert``), reported as ``AssertionError: <msg>``."""
+
+
+class SimcacheError(Exception):
+    """A user's mistake; the message says how to fix it."""
+
+
+class ConfigError(SimcacheError):
+    """A cache configuration, preset or flag that does not exist or does not fit."""
+
+
+class ScenarioError(SimcacheError):
+    """A scenario file or operation list that is malformed."""
+
+
+class ScheduleError(SimcacheError):
+    """A schedule string that names unknown actors or cannot be replayed."""

@@ -1,0 +1,180 @@
+"""Host-tier eviction and the tombstone cascade (reference c.10-c.11), where nodes go stale.
+
+``evict_host`` pops host leaves by access time and deletes them (``_evict_host_leaf``). Deleting a leaf can leave
+its parent a childless tombstone; the *cascade* (``_iteratively_delete_tombstone_leaf``) then deletes the parent
+too, frees its device KV **without clearing** ``value``, and goes on upward. Reached re-entrantly (from
+``write_backup``, from ``write`` -> ``evict_mamba_host``, from a prefetch's allocation), the cascade can detach
+a node that a caller, a leaf set, an LRU list or an in-flight map still holds: a **stale** node. The second
+detach of a stale node pops an empty slot and asserts ``parent does not have child key``.
+
+The described fix adds ``_has_fresh_parent_link`` / ``_cleanup_stale_node`` guards here and in
+``_evict_regular`` (flag ``stale_guards``): a stale node is removed from the eviction structures and skipped,
+nothing is freed for it, and a warning says why.
+"""
+from __future__ import annotations
+
+import heapq
+
+from .errors import CacheAssertion
+from .node import TreeNode
+from .trace_hooks import simulated
+
+
+class HostEviction:
+    @simulated
+    def evict_host(self, num_tokens: int) -> None:
+        heap = [(n.last_access_time, n) for n in self.evictable_full_host_leaves]
+        heapq.heapify(heap)
+        num_evicted = 0
+        while num_evicted < num_tokens and heap:
+            _, x = heapq.heappop(heap)
+            if x not in self.evictable_full_host_leaves:
+                continue
+            num_evicted += self._evict_host_leaf(x)
+            if x.parent in self.evictable_full_host_leaves:
+                heapq.heappush(heap, (x.parent.last_access_time, x.parent))
+
+    @simulated
+    def _evict_host_leaf(self, node: TreeNode) -> int:
+        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(
+                node, "_evict_host_leaf"):
+            return 0
+        if node.value is not None:
+            raise CacheAssertion(f"not evicted, node.id={node.id}")
+        if node.host_value is None:
+            raise CacheAssertion(f"not backuped, node.id={node.id}")
+        if node.mamba_value is not None:
+            raise CacheAssertion(f"has device mamba, node.id={node.id}")
+        if node.host_ref_counter != 0:
+            raise CacheAssertion(f"host kv in use, node.id={node.id} node.host_ref_counter={node.host_ref_counter}")
+        if node.host_mamba_ref_counter != 0:
+            raise CacheAssertion(
+                f"host mamba in use, node.id={node.id} node.host_mamba_ref_counter={node.host_mamba_ref_counter}")
+        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
+                node, "_evict_host_leaf"):
+            return 0
+        full = self.controller.evict_host(node.host_value)
+        node.host_value = None
+        if node.mamba_host_value is not None:
+            if self.mamba_host_lru_list.in_list(node):
+                self.mamba_host_lru_list.remove_node(node)
+            self.pools.host_mamba.free(node.mamba_host_value)
+            node.mamba_host_value = None
+        self._discard_from_leaf_sets(node)
+        parent = node.parent
+        popped = self._detach(parent, node)
+        if popped is not node:
+            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+        self._update_leaf_status(parent)
+        _, cascade_full, _ = self._iteratively_delete_tombstone_leaf(node)
+        return full + cascade_full
+
+    @simulated
+    def _delete_tombstone_leaf(self, node: TreeNode) -> None:
+        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(
+                node, "_delete_tombstone_leaf"):
+            return
+        if node.mamba_value is not None:
+            raise CacheAssertion(f"has mamba value, node.id={node.id}")
+        if node.mamba_host_value is not None:
+            raise CacheAssertion(f"has mamba host value, node.id={node.id}")
+        if len(node.children) != 0:
+            raise CacheAssertion(f"leaf node has children, node.id={node.id}")
+        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
+                node, "_delete_tombstone_leaf"):
+            return
+        parent = node.parent
+        popped = self._detach(parent, node)
+        if popped is not node:
+            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+        self._discard_from_leaf_sets(node)
+        if node.host_value is not None and node.host_ref_counter == 0 and node.host_mamba_ref_counter == 0:
+            self.controller.evict_host(node.host_value)
+            node.host_value = None
+        self._update_leaf_status(parent)
+
+    @simulated
+    def _iteratively_delete_tombstone_leaf(self, node: TreeNode) -> tuple[TreeNode, int, int]:
+        full = 0
+        while len(node.parent.children) == 0:
+            p = node.parent
+            if p is self.root_node or p.mamba_value is not None or p.mamba_host_value is not None:
+                break
+            if p.full_lock_ref > 0 or p.mamba_lock_ref > 0:
+                break
+            if self.flags.cascade_respects_host_refs and (p.host_ref_counter > 0 or p.host_mamba_ref_counter > 0):
+                break
+            if p.value is not None:  # frees the parent's device KV but leaves ``p.value`` set, as SGLang does
+                full += len(p.value)
+                self.full_evictable_size_ -= len(p.value)
+                self.controller.evict_device(p.value)
+                if self.full_lru_list.in_list(p):
+                    self.full_lru_list.remove_node(p)
+            self._discard_from_leaf_sets(p)
+            self._delete_tombstone_leaf(p)
+            node = p
+        return node, full, 0
+
+    @simulated
+    def evict_mamba_host(self, num: int) -> int:
+        if num <= 0:
+            return 0
+        lru = self.mamba_host_lru_list
+        x = lru.get_lru_no_lock()
+        evicted = 0
+        while evicted < num and lru.in_list(x):
+            x_next = lru.get_prev_no_lock(x)
+            if x in self.evictable_full_host_leaves:
+                if x.host_ref_counter != 0:
+                    raise CacheAssertion(f"evict host leaf: host_ref_counter != 0 with x.id={x.id} "
+                                         f"x.host_ref_counter={x.host_ref_counter}")
+                if x.host_mamba_ref_counter != 0:
+                    raise CacheAssertion(f"evict host leaf: host_mamba_ref_counter != 0 with x.id={x.id} "
+                                         f"x.host_mamba_ref_counter={x.host_mamba_ref_counter}")
+                self._evict_host_leaf(x)
+            else:
+                if x.host_mamba_ref_counter != 0:
+                    raise CacheAssertion(f"evict host mamba internal: host_mamba_ref_counter != 0 with x.id={x.id} "
+                                         f"x.host_mamba_ref_counter={x.host_mamba_ref_counter}")
+                lru.remove_node(x)
+                self.pools.host_mamba.free(x.mamba_host_value)
+                x.mamba_host_value = None
+            evicted += 1
+            x = x_next
+        return evicted
+
+    # --- the described fix (flag stale_guards); never merged ---
+    def _has_fresh_parent_link(self, node: TreeNode) -> bool:
+        """True iff ``node``'s parent still holds this very object in ``node``'s slot."""
+        return node.parent is not None and node.parent.children.get(self.ck(node.key)) is node
+
+    def _skip_if_stale(self, node: TreeNode, where: str) -> bool:
+        if self._has_fresh_parent_link(node):
+            return False
+        self._cleanup_stale_node(node, f"stale node in {where}")
+        return True
+
+    @simulated
+    def _cleanup_stale_node(self, node: TreeNode, reason: str) -> None:
+        removed = [s.name for s in (self.evictable_full_device_leaves, self.evictable_full_host_leaves) if node in s]
+        self._discard_from_leaf_sets(node)
+        if self.full_lru_list.in_list(node):
+            self.full_lru_list.remove_node(node)
+            removed.append("full_lru_list")
+        unconditional = self.flags.unconditional_lru_cleanup
+        for lru, held in ((self.mamba_lru_list, node.mamba_value), (self.mamba_host_lru_list, node.mamba_host_value)):
+            if not lru.in_list(node):
+                continue
+            if unconditional:
+                lru.force_remove(node)
+            elif held is not None:
+                lru.remove_node(node)
+            else:
+                continue
+            removed.append(lru.name)
+        parent_id = node.parent.id if node.parent is not None else None
+        warning = (f"Skip stale HiMamba eviction node_id={node.id} reason={reason} parent_id={parent_id} "
+                   f"child_key={self.ck(node.key)}")
+        self.warnings.append(warning)
+        if self.recorder is not None:
+            self.recorder.event("cleaned_up", node=node, reason=reason, removed=tuple(removed), warning=warning)

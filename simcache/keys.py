@@ -1,0 +1,62 @@
+"""Page-aligned token keys.
+
+Vocabulary
+- A *key* is a tuple of token ids (``Key``). A node stores the key segment of its edge.
+- A *page* is ``page_size`` consecutive tokens; the tree only ever matches whole pages.
+- The *child key* of a key is the slot it occupies in its parent's ``children`` dict: the first token when
+  ``page_size == 1`` (so the assertion text prints ``1``), else the tuple of the first page (``(1, 2)``).
+
+Invariant kept by callers: keys stored in the tree are non-empty and a multiple of ``page_size`` long.
+"""
+from __future__ import annotations
+
+from typing import Hashable
+
+Token = int
+Key = tuple[Token, ...]
+
+
+def child_key(key: Key, page_size: int) -> Hashable:
+    """The slot id of ``key`` in its parent: ``child_key((1, 2, 3), 1) == 1``, ``child_key((1, 2, 3, 4), 2) == (1, 2)``."""
+    return key[0] if page_size == 1 else tuple(key[:page_size])
+
+
+def match_len(a: Key, b: Key, page_size: int) -> int:
+    """Length of the common prefix of ``a`` and ``b``, rounded down to whole pages."""
+    if page_size == 1:
+        i = 0
+        for x, y in zip(a, b):
+            if x != y:
+                break
+            i += 1
+        return i
+    n, i = min(len(a), len(b)), 0
+    while i < n and a[i : i + page_size] == b[i : i + page_size]:
+        i += page_size
+    return i
+
+
+def page_floor(n: int, page_size: int) -> int:
+    """``n`` rounded down to a multiple of ``page_size``."""
+    return n // page_size * page_size
+
+
+def format_key(key: Key) -> str:
+    """The oracle's spelling of a key: ``1,2,3``."""
+    return ",".join(map(str, key))
+
+
+def page_hashes(key: Key, page_size: int, prior: str | None) -> list[str]:
+    """One chained hash string per page (the L3 page ids); deterministic and short, not cryptographic."""
+    out: list[str] = []
+    for start in range(0, len(key), page_size):
+        prior = f"{_fnv(key[start : start + page_size], prior):016x}"
+        out.append(prior)
+    return out
+
+
+def _fnv(tokens: Key, prior: str | None) -> int:
+    h = 0xCBF29CE484222325 if prior is None else int(prior, 16)
+    for t in tokens:
+        h = ((h ^ (t & 0xFFFFFFFFFFFFFFFF)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h

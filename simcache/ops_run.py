@@ -1,0 +1,184 @@
+"""Run a list of scheduler-level operations (the oracle's ``OPS.json``) and report what happened.
+
+``run_ops(doc, preset)`` returns one JSON-able dict whose oracle-named fields (``outcome``, ``sig``, ``raised_in``,
+``chain``, ``step``, ``status``, ``first_stale``, ``stale_final``, ``tree``, ``tree_slots``, ``counters``,
+``inflight``, ``double_frees``, ``accounting``, ``free``) have the oracle's meaning and format, so the two can be
+diffed. ``chain`` holds function names only (simcache has no SGLang line numbers).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from .cache import HiMambaRadixCache
+from .config import POLICIES, CacheConfig
+from .driver import Crash, Driver, Skip, crash_from
+from .errors import ScenarioError, SimcacheError
+from .state import accounting, counters, inflight, stale_refs, tree_lines, tree_slot_lines
+from .versions import Flags, preset as preset_flags
+
+DEFAULTS = dict(policy="write_through", storage=False, page_size=1, device_kv=32, device_mamba=8, host_kv=8,
+                host_mamba=8, prefetch_threshold=1, load_back_threshold=10, prefetch_stop_policy="best_effort",
+                driver="fuzz")
+OTHER_CONFIG = {"write_through_threshold", "mamba_extra_buffer", "cfg_index", "auto_complete"}
+OP_FIELDS = {"request": {"tokens"}, "start": {"tokens"}, "finish_oldest": set(), "evict": {"n"},
+             "evict_mamba": {"n"}, "evict_host": {"n"}, "events": set(), "l3_ack": set(), "prefetch": {"tokens"},
+             "prefetch_done": {"n", "mamba_hit"}, "inject": {"nodes"}}
+# operations the simulator adds to the oracle's (optional fields in brackets in the docs)
+EXTRA_OPS = {"finish": {"rid"}, "write_ack": set(), "load_ack": set()}
+OPTIONAL_FIELDS = {"start": {"rid"}, "request": {"rid"}, "write_ack": {"n"}, "load_ack": {"n"}}
+NODE_FIELDS = {"key", "parent", "device", "mamba", "host", "mamba_host", "hash", "l3_backup"}
+MAX_TOKENS = 1 << 20
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
+def check_config(raw: Any, where: str = "config") -> dict:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where} must be an object of settings, like {{\"policy\": \"write_through\"}}")
+    unknown = sorted(set(raw) - set(DEFAULTS) - OTHER_CONFIG)
+    if unknown:
+        raise ScenarioError(f"{where} has unknown key(s) {', '.join(unknown)}; known keys: "
+                            f"{', '.join(sorted(set(DEFAULTS) | OTHER_CONFIG))}")
+    cfg = {**DEFAULTS, **raw}
+    for k in ("page_size", "device_kv", "device_mamba", "host_kv", "host_mamba", "prefetch_threshold",
+              "load_back_threshold", "write_through_threshold"):
+        if k in cfg and not (_is_int(cfg[k]) and 0 <= cfg[k] <= 1 << 24):
+            raise ScenarioError(f"{where}.{k} must be a whole number between 0 and {1 << 24}, not {cfg[k]!r}")
+    if cfg["page_size"] < 1:
+        raise ScenarioError(f"{where}.page_size must be at least 1")
+    if type(cfg["storage"]) is not bool:
+        raise ScenarioError(f"{where}.storage must be true or false, not {cfg['storage']!r}")
+    if cfg["policy"] not in POLICIES:
+        raise ScenarioError(f"{where}.policy must be one of {', '.join(POLICIES)}, not {cfg['policy']!r}")
+    if cfg["driver"] not in ("fuzz", "scheduler"):
+        raise ScenarioError(f"{where}.driver must be fuzz or scheduler, not {cfg['driver']!r}")
+    if cfg.get("mamba_extra_buffer", cfg["page_size"] > 1) != (cfg["page_size"] > 1):
+        raise ScenarioError(f"{where}.mamba_extra_buffer must be true exactly when page_size > 1")
+    cfg.setdefault("write_through_threshold", 1 if cfg["policy"] == "write_through" else 2)
+    return cfg
+
+
+def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
+    known = {**OP_FIELDS, **(EXTRA_OPS if allow_extra else {})}
+    kind = op.get("op") if isinstance(op, dict) else None
+    if kind not in known:
+        raise ScenarioError(f"op {i}: unknown op {kind!r}; known ops: {', '.join(known)}")
+    fields = set(op) - {"op", "note"}
+    need, opt = known[kind], OPTIONAL_FIELDS.get(kind, set())
+    if not (need <= fields <= need | opt):
+        want = ", ".join(sorted(need)) or "no fields"
+        raise ScenarioError(f"op {i} ({kind}) needs exactly {want}"
+                            + (f" (optionally {', '.join(sorted(opt))})" if opt else "") + f"; it has {sorted(fields)}")
+    if "tokens" in op:
+        t = op["tokens"]
+        if not (isinstance(t, list) and t and all(_is_int(x) and 0 <= x < 1 << 62 for x in t)):
+            raise ScenarioError(f"op {i} ({kind}): tokens must be a non-empty list of whole numbers >= 0")
+        if len(t) > MAX_TOKENS:
+            raise ScenarioError(f"op {i} ({kind}): {len(t)} tokens is too many; keep requests under {MAX_TOKENS}")
+    for k in ("n",):
+        if k in op and not (_is_int(op[k]) and 0 <= op[k] <= 1 << 24):
+            raise ScenarioError(f"op {i} ({kind}): n must be a whole number between 0 and {1 << 24}, not {op[k]!r}")
+    if "mamba_hit" in op and type(op["mamba_hit"]) is not bool:
+        raise ScenarioError(f"op {i} ({kind}): mamba_hit must be true or false")
+    if "rid" in op and not (isinstance(op["rid"], str) and op["rid"]):
+        raise ScenarioError(f"op {i} ({kind}): rid must be a non-empty string")
+    if kind == "inject":
+        nodes = op["nodes"]
+        if not isinstance(nodes, list):
+            raise ScenarioError(f"op {i} (inject): nodes must be a list of node objects")
+        for j, s in enumerate(nodes):
+            ok = (isinstance(s, dict) and not set(s) - NODE_FIELDS and isinstance(s.get("key"), list) and s["key"]
+                  and all(_is_int(x) for x in s["key"]) and len(s["key"]) % page_size == 0
+                  and (s.get("parent") is None or (_is_int(s["parent"]) and 0 <= s["parent"] < j))
+                  and all(type(s.get(f, False)) is bool for f in NODE_FIELDS - {"key", "parent"}))
+            if not ok:
+                raise ScenarioError(f"op {i} node {j}: needs a key (a non-empty list of tokens, a multiple of "
+                                    f"page_size long), parent null or an earlier node's index, true/false flags, "
+                                    f"and no fields but {', '.join(sorted(NODE_FIELDS))}")
+
+
+def check_doc(doc: Any) -> tuple[dict, list]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("ops"), list):
+        raise ScenarioError('an operation file must be a JSON object with an "ops" list (and optionally "config")')
+    cfg = check_config(doc.get("config"))
+    for i, op in enumerate(doc["ops"]):
+        check_op(op, i, cfg["page_size"])
+    return cfg, doc["ops"]
+
+
+def build_config(cfg: dict, flags: Flags) -> CacheConfig:
+    try:
+        return CacheConfig(page_size=cfg["page_size"], device_kv=cfg["device_kv"], device_mamba=cfg["device_mamba"],
+                           host_kv=cfg["host_kv"], host_mamba=cfg["host_mamba"], policy=cfg["policy"],
+                           storage=cfg["storage"], prefetch_threshold=cfg["prefetch_threshold"],
+                           write_through_threshold=cfg["write_through_threshold"],
+                           load_back_threshold=cfg["load_back_threshold"],
+                           prefetch_stop_policy=cfg["prefetch_stop_policy"], flags=flags,
+                           auto_complete=cfg.get("auto_complete", True))
+    except SimcacheError as e:
+        raise ScenarioError(str(e)) from None
+
+
+def short_sig(crash: Crash) -> str:
+    short = re.split(r",| with | x\.id=| node\.id=", crash.message)[0]
+    return f"{crash.type}: {short} in {crash.function}"
+
+
+def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trace: bool = False,
+            recorder=None, on_step: Callable | None = None) -> dict:
+    """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
+    cfg, ops = check_doc(doc)
+    flags = flags or preset_flags(preset)
+    cache = HiMambaRadixCache(build_config(cfg, flags), recorder=recorder)
+    drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
+    status, steps, crash, step, first_stale = [], [], None, None, None
+    for i, op in enumerate(ops):
+        if recorder is not None:
+            recorder.begin_op(i, op)
+        try:
+            drv.apply(op, i)
+            status.append(".")
+        except Skip as s:
+            status.append(s.code)
+        except SimcacheError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+            status.append("x")
+            crash, step = crash_from(e), i
+            cache.crashed = crash
+            if recorder is not None:
+                recorder.crash(crash)
+        if recorder is not None:
+            recorder.end_op(i, status[-1])
+        if trace:
+            steps.append(dict(step=i, op=op, status=status[-1], tree=tree_lines(cache)))
+        if on_step is not None:
+            on_step(i, cache, drv)
+        if step is not None:
+            break
+        if first_stale is None and stale_refs(cache):
+            first_stale = i
+    live = list(drv.live.values())
+    out = dict(
+        outcome="clean" if crash is None else crash.outcome,
+        sig=None if crash is None else short_sig(crash),
+        raised_in=None if crash is None else crash.function,
+        chain=[] if crash is None else list(crash.stack),
+        step=step, status="".join(status), first_stale=first_stale, stale_final=stale_refs(cache),
+        tree=tree_lines(cache), tree_slots=tree_slot_lines(cache), counters=counters(cache, live),
+        inflight=inflight(cache),
+        double_frees=[dict(pool=d.pool, slots=list(d.slots), chain=list(d.stack))
+                      for p in cache.pools.all().values() for d in p.double_frees],
+        accounting=accounting(cache, live),
+        free={name: list(p.free_slots) for name, p in cache.pools.all().items()},
+        warnings=list(cache.warnings),
+    )
+    if trace:
+        out["trace"] = steps
+    out["_cache"], out["_driver"] = cache, drv
+    return out

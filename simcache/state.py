@@ -1,0 +1,138 @@
+"""Read-only views of a cache's state: the canonical tree text, slot accounting and stale references.
+
+The canonical tree text is the golden format of the tests and is byte for byte the oracle's format, one line per
+*attached* node (reachable from root through children whose parent pointer and child key agree), preorder,
+siblings sorted by key::
+
+    <depth> <k1,k2,..> v=<0|1> h=<0|1> m=<0|1> mh=<0|1> fl=<full lock> ml=<mamba lock> hr=<host ref> hmr=<host mamba ref>
+
+``v``/``h``/``m``/``mh``: device KV, host KV, device Mamba, host Mamba present; `` !len`` is appended when a value's
+length differs from its key's. ``tree_slots`` spells the slots instead: ``<depth> <keys> v=0,1 h=- m=3 mh=-``.
+"""
+from __future__ import annotations
+
+from .keys import format_key
+from .node import TreeNode
+
+
+def attached_ids(cache) -> set[int]:
+    """ids of nodes reachable from root through consistent parent/child links."""
+    root = cache.root_node
+    seen, stack = {id(root)}, [root]
+    while stack:
+        n = stack.pop()
+        for k, c in n.children.items():
+            if c.parent is n and len(c.key) > 0 and cache.ck(c.key) == k:
+                seen.add(id(c))
+                stack.append(c)
+    return seen
+
+
+def dfs(cache, attached: set[int] | None = None) -> list[tuple[int, TreeNode]]:
+    """(depth, node) of attached nodes, preorder, siblings sorted by key."""
+    att = attached_ids(cache) if attached is None else attached
+    out: list[tuple[int, TreeNode]] = []
+    stack = [(cache.root_node, 0)]
+    while stack:
+        n, d = stack.pop()
+        if n is not cache.root_node:
+            out.append((d, n))
+        kids = sorted((c for c in n.children.values() if id(c) in att), key=lambda c: c.key)
+        stack.extend((c, d + 1) for c in reversed(kids))
+    return out
+
+
+def _bit(v) -> int:
+    return int(v is not None)
+
+
+def node_line(depth: int, n: TreeNode) -> str:
+    bad = any(v is not None and len(v) != len(n.key) for v in (n.value, n.host_value))
+    return (f"{depth} {format_key(n.key)} v={_bit(n.value)} h={_bit(n.host_value)} m={_bit(n.mamba_value)} "
+            f"mh={_bit(n.mamba_host_value)} fl={n.full_lock_ref} ml={n.mamba_lock_ref} hr={n.host_ref_counter} "
+            f"hmr={n.host_mamba_ref_counter}" + (" !len" if bad else ""))
+
+
+def _slots(v) -> str:
+    return "-" if v is None else ",".join(map(str, v))
+
+
+def tree_lines(cache) -> list[str]:
+    return [node_line(d, n) for d, n in dfs(cache)]
+
+
+def tree_slot_lines(cache) -> list[str]:
+    return [f"{d} {format_key(n.key)} v={_slots(n.value)} h={_slots(n.host_value)} m={_slots(n.mamba_value)} "
+            f"mh={_slots(n.mamba_host_value)}" for d, n in dfs(cache)]
+
+
+def tree_text(cache) -> str:
+    """The canonical tree as one string (empty tree: ``(empty)``)."""
+    lines = tree_lines(cache)
+    return "\n".join(lines) if lines else "(empty)"
+
+
+def holders(cache) -> dict[str, list[TreeNode]]:
+    """Every structure that refers to nodes, by SGLang's name."""
+    return dict(
+        evictable_full_device_leaves=list(cache.evictable_full_device_leaves),
+        evictable_full_host_leaves=list(cache.evictable_full_host_leaves),
+        full_lru_list=list(cache.full_lru_list.mru_to_lru()),
+        mamba_lru_list=list(cache.mamba_lru_list.mru_to_lru()),
+        mamba_host_lru_list=list(cache.mamba_host_lru_list.mru_to_lru()),
+        ongoing_write_through=list(cache.ongoing_write_through.values()),
+        ongoing_load_back=list(cache.ongoing_load_back.values()),
+        ongoing_backup=[v[0] for v in cache.ongoing_backup.values()],
+        ongoing_prefetch=[v[0] for v in cache.ongoing_prefetch.values()],
+    )
+
+
+def stale_refs(cache) -> list[str]:
+    """``keys@holder`` for every detached node still held by a leaf set, an LRU list or an in-flight map."""
+    att = attached_ids(cache)
+    return sorted({f"{format_key(n.key)}@{h}" for h, nodes in holders(cache).items() for n in nodes
+                   if id(n) not in att and n is not cache.root_node})
+
+
+def referenced_slots(cache, live_requests=()) -> dict[str, list[int]]:
+    """Slots each pool's owners refer to: attached nodes, live requests, prefetches, the host release queue."""
+    refs: dict[str, list[int]] = {p: [] for p in ("device_kv", "device_mamba", "host_kv", "host_mamba")}
+    for _, n in dfs(cache):
+        for pool, v in (("device_kv", n.value), ("device_mamba", n.mamba_value), ("host_kv", n.host_value),
+                        ("host_mamba", n.mamba_host_value)):
+            if v is not None:
+                refs[pool] += v
+    for r in live_requests:
+        refs["device_kv"] += r.kv[r.cache_protected_len : len(r.tokens)]
+        refs["device_mamba"] += [s for s in (r.mamba_pool_idx, r.track_buffer) if s is not None]
+    for _, _, host, op in cache.ongoing_prefetch.values():
+        refs["host_kv"] += host
+        for t in op.mamba or ():
+            refs["host_mamba"] += t.host_indices or []
+    for page in cache.controller.host_mem_release_queue:
+        refs["host_kv"] += page
+    return refs
+
+
+def accounting(cache, live_requests=()) -> dict[str, dict[str, list[int]]]:
+    refs = referenced_slots(cache, live_requests)
+    out = {}
+    for name, pool in cache.pools.all().items():
+        a = pool.accounting(refs[name])
+        out[name] = dict(leaked=list(a.leaked), free_but_referenced=list(a.free_but_referenced),
+                         duplicated_in_free_list=list(a.duplicated_in_free_list), shared=list(a.shared))
+    return out
+
+
+def counters(cache, live_requests=()) -> dict[str, int]:
+    return dict(full_evictable=cache.full_evictable_size_, full_protected=cache.full_protected_size_,
+                mamba_evictable=cache.mamba_evictable_size_, mamba_protected=cache.mamba_protected_size_,
+                tree_device_tokens=sum(len(n.value) for _, n in dfs(cache) if n.value is not None),
+                live_requests=len(live_requests))
+
+
+def inflight(cache) -> dict[str, int]:
+    cc = cache.controller
+    return dict(write_through=len(cache.ongoing_write_through), load_back=len(cache.ongoing_load_back),
+                backup=len(cache.ongoing_backup), prefetch=len(cache.ongoing_prefetch),
+                pending_l3=len(cc.pending_backups), write_acks=len(cc.ack_write_queue))

@@ -1,0 +1,115 @@
+"""Checks on the project's packaging and set-up files (no simcache code involved)."""
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _conda_spec(entry: str) -> tuple[str, str]:
+    """Split a conda match spec like 'ipywidgets>=8' or 'python=3.11' into (name, version part)."""
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*?)\s*$", entry)
+    assert m, entry
+    return m.group(1), m.group(2)
+
+
+def _env():
+    return yaml.safe_load((ROOT / "environment.yml").read_text())
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_environment_yml_parses_and_lists_conda_packages():
+    env = _env()
+    assert "conda-forge" in env["channels"]
+    deps = env["dependencies"]
+    specs = dict(_conda_spec(d) for d in deps if isinstance(d, str))
+    assert specs.get("python") == "=3.11"
+    assert specs.get("pytorch") == "", "pytorch should be unpinned in environment.yml"
+    assert "torch" not in specs, "conda-forge calls it pytorch"
+    assert "graphviz" in specs and "python-graphviz" in specs
+    assert specs.get("ipywidgets") == ">=8"
+    assert specs.get("jupyterlab") == ">=4"
+    for name in ("matplotlib", "pyyaml", "jsonschema", "pip"):
+        assert name in specs, name
+
+
+def test_environment_yml_installs_project_with_pip():
+    pip_sections = [d["pip"] for d in _env()["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(pip_sections) == 1
+    assert "-e ." in [p.strip() for p in pip_sections[0]]
+
+
+def test_pyproject_dependencies():
+    project = _pyproject()["project"]
+    assert project["name"] == "simcache"
+    assert project["requires-python"] == ">=3.11"
+    reqs = {Requirement(r).name.lower(): Requirement(r) for r in project["dependencies"]}
+    torch = reqs["torch"]
+    assert str(torch.specifier) == ">=2.3", "torch must be a range in pyproject; pin only on the install line"
+    assert torch.specifier.contains("2.13.0") and torch.specifier.contains("3.0")
+    assert str(reqs["ipywidgets"].specifier) == ">=8"
+    assert str(reqs["jupyterlab"].specifier) == ">=4"
+    for name in ("graphviz", "matplotlib", "pyyaml", "jsonschema"):
+        assert name in reqs, name
+
+
+def test_pyproject_extras_script_and_tool_config():
+    data = _pyproject()
+    extras = data["project"]["optional-dependencies"]
+    test_names = {Requirement(r).name.lower() for r in extras["test"]}
+    assert {
+        "pytest",
+        "hypothesis",
+        "nbmake",
+        "nbformat",
+        "nbclient",
+        "ipykernel",
+        "playwright",
+        "pytest-timeout",
+    } <= test_names
+    dev = [Requirement(r) for r in extras["dev"]]
+    assert any(r.name == "simcache" and "test" in r.extras for r in dev)
+    assert "ruff" in {r.name for r in dev}
+    assert data["project"]["scripts"]["simcache"] == "simcache.cli:main"
+    assert data["tool"]["ruff"]["line-length"] == 120
+    pytest_cfg = data["tool"]["pytest"]["ini_options"]
+    assert pytest_cfg["testpaths"] == ["tests"]
+    markers = {m.split(":")[0].strip() for m in pytest_cfg["markers"]}
+    assert {"gpu", "browser"} <= markers
+
+
+def test_setup_pins_torch_on_the_same_pip_line():
+    lines = (ROOT / "scripts" / "setup.sh").read_text().splitlines()
+    pip_lines = [ln for ln in lines if re.search(r"\bpip\"? install\b", ln) and "-e" in ln]
+    assert pip_lines, "setup.sh must install the project with pip -e"
+    for ln in pip_lines:
+        assert "TORCH_PIN" in ln or "torch==2.13.0" in ln, ln
+    assert 'TORCH_PIN="torch==2.13.0"' in "\n".join(lines)
+
+
+def test_ci_run_invokes_test_script_only():
+    ci = ROOT / ".ci" / "run"
+    assert os.access(ci, os.X_OK), ".ci/run must be executable"
+    lines = [ln.strip() for ln in ci.read_text().splitlines()]
+    commands = [ln for ln in lines if ln and not ln.startswith("#")]
+    commands = [ln for ln in commands if not ln.startswith("cd ")]
+    assert commands == ["exec bash scripts/test.sh"]
+
+
+def test_readme_mentions_both_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert "bash scripts/run.sh" in readme
+    assert "bash scripts/test.sh" in readme
+
+
+def test_apt_txt_lists_graphviz():
+    pkgs = [ln.strip() for ln in (ROOT / "apt.txt").read_text().splitlines() if ln.strip()]
+    assert "graphviz" in pkgs
