@@ -40,7 +40,7 @@ class HiCache:
         if node.mamba_value is not None and node.mamba_host_value is not None:
             if self.mamba_host_lru_list.in_list(node):
                 self.mamba_host_lru_list.reset_node_mru(node)
-        extra = self._mamba_backup_transfers(node)
+        extra = self.mamba_backup_transfers(node)
         host = self.controller.write(node.value, node.id, extra)
         if host is None:
             self.evict_host(len(node.value))
@@ -50,9 +50,8 @@ class HiCache:
         node.host_value = list(host)
         if self.recorder is not None:
             self.recorder.event("backup", node=node, host=tuple(host))
-        if extra is not None and node.mamba_host_value is None and extra[0].host_indices is not None:
-            node.mamba_host_value = list(extra[0].host_indices)
-            self.mamba_host_lru_list.insert_mru(node)
+        if extra is not None:
+            self.mamba_backup_commit(node, extra)
         if not len(node.host_value) > 0:
             raise CacheAssertion("")
         self.ongoing_write_through[node.id] = node
@@ -60,10 +59,20 @@ class HiCache:
             self.inc_lock_ref(node)
         return len(host)
 
-    def _mamba_backup_transfers(self, node: TreeNode):
+    @simulated
+    def mamba_backup_transfers(self, node: TreeNode):
         if node.mamba_value is None:
             return None
         return [MambaTransfer(node.mamba_host_value, node.mamba_value)]
+
+    @simulated
+    def mamba_backup_commit(self, node: TreeNode, transfers) -> None:
+        if not transfers:
+            return
+        host = transfers[0].host_indices
+        if node.mamba_host_value is None and host is not None:
+            node.mamba_host_value = list(host)
+            self.mamba_host_lru_list.insert_mru(node)
 
     @simulated
     def writing_check(self, write_back: bool = False) -> None:
@@ -173,22 +182,17 @@ class HiCache:
         if host and (too_small or too_big) and not restore:
             self.dec_lock_ref(ancestor)
             return None
-        extra = self._mamba_restore_transfers(last_hit, restore, req)
+        extra = self.mamba_restore_transfers(last_hit, restore, req)
         dev = self.controller.load(host, last_hit.id, extra)
         if dev is None:
             if host:
                 self.evict(num_tokens=len(host))
-            extra = self._mamba_restore_transfers(last_hit, restore, req)
+            extra = self.mamba_restore_transfers(last_hit, restore, req)
             dev = self.controller.load(host, last_hit.id, extra)
         self.dec_lock_ref(ancestor)
         if dev is None:
             return None
-        if restore and extra and extra[0].device_indices is not None:
-            offset = 0
-            for n in restore:
-                k = len(n.mamba_host_value)
-                n.mamba_value = list(extra[0].device_indices[offset : offset + k])
-                offset += k
+        self.mamba_restore_commit(restore, extra)
         offset = 0
         for n in to_load:
             k = len(n.host_value)
@@ -208,7 +212,18 @@ class HiCache:
         self.ongoing_load_back[last_hit.id] = last_hit
         return dev
 
-    def _mamba_restore_transfers(self, last_hit: TreeNode, restore: list[TreeNode], req):
+    @simulated
+    def mamba_restore_commit(self, restored: list[TreeNode], transfers) -> None:
+        if not restored or not transfers or transfers[0].device_indices is None:
+            return
+        offset = 0
+        for n in restored:
+            k = len(n.mamba_host_value)
+            n.mamba_value = list(transfers[0].device_indices[offset : offset + k])
+            offset += k
+
+    @simulated
+    def mamba_restore_transfers(self, last_hit: TreeNode, restore: list[TreeNode], req):
         host = [i for n in restore if n.mamba_host_value is not None for i in n.mamba_host_value]
         transfers = [MambaTransfer(host, None)] if host else []
         if req is not None and last_hit in restore and last_hit.mamba_host_value is not None:
@@ -231,6 +246,7 @@ class HiCache:
                 last = last.parent
         return [], last
 
+    @simulated
     def _alloc_with_evict(self, pool, size: int, evict_fn, lock_node: TreeNode | None = None,
                           error_message: str | None = None):
         got = pool.alloc(size)
@@ -248,13 +264,24 @@ class HiCache:
     # --- L3 storage ---
     @simulated
     def write_backup_storage(self, node: TreeNode) -> None:
-        extra = None
-        if node.mamba_host_value is not None and node.hash_value:
-            extra = [MambaTransfer(node.mamba_host_value, None)]
+        extra = self.mamba_archive_transfers(node)
         op_id = self.controller.write_storage(node.host_value, node.key, node.hash_value, extra)
         mamba_protected = extra is not None
         self.ongoing_backup[op_id] = (node, mamba_protected)
         self._protect_host_node(node, protect_mamba=mamba_protected)
+
+    @simulated
+    def mamba_archive_transfers(self, node: TreeNode):
+        if node.mamba_host_value is None or not node.hash_value:
+            return None
+        return [MambaTransfer(node.mamba_host_value, None)]
+
+    @simulated
+    def mamba_prefetch_alloc(self, tokens: list[int]):
+        if not tokens:
+            return None
+        slot = self._alloc_with_evict(self.pools.host_mamba, 1, self.evict_mamba_host)
+        return None if slot is None else [MambaTransfer(slot, None)]
 
     @simulated
     def drain_storage_control_queues(self) -> None:
@@ -304,10 +331,7 @@ class HiCache:
         if host is None:
             self._release_host_node(last_host_node, release_mamba=False)
             return
-        extra = None
-        if tokens:
-            slot = self._alloc_with_evict(self.pools.host_mamba, 1, self.evict_mamba_host)
-            extra = None if slot is None else [MambaTransfer(slot, None)]
+        extra = self.mamba_prefetch_alloc(tokens)
         if extra is None:
             self.pools.host_kv.free(host)
             self._release_host_node(last_host_node, release_mamba=False)
