@@ -133,13 +133,20 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
             recorder=None, on_step: Callable | None = None) -> dict:
     """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
     cfg, ops = check_doc(doc)
-    flags = flags or preset_flags(preset)
-    cache = HiMambaRadixCache(build_config(cfg, flags), recorder=recorder)
+    return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step)
+
+
+def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: bool = False, recorder=None,
+            on_step: Callable | None = None) -> dict:
+    """Run (actor, op) pairs in order on a fresh cache; stop at the first exception of the simulated cache."""
+    cache = HiMambaRadixCache(build_config(cfg, flags))
     drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
+    if recorder is not None:
+        recorder.attach(cache, drv)
     status, steps, crash, step, first_stale = [], [], None, None, None
-    for i, op in enumerate(ops):
+    for i, (actor, op) in enumerate(ops):
         if recorder is not None:
-            recorder.begin_op(i, op)
+            recorder.begin_op(i, op, actor)
         try:
             drv.apply(op, i)
             status.append(".")
@@ -180,5 +187,5 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
     )
     if trace:
         out["trace"] = steps
-    out["_cache"], out["_driver"] = cache, drv
+    out["_cache"], out["_driver"], out["_crash"] = cache, drv, crash
     return out

@@ -1,0 +1,251 @@
+"""Scenarios: a cache configuration, an optional injected initial state, named actors and a schedule.
+
+A scenario file is YAML or JSON (docs/scenarios.md, schema in docs/scenario.schema.json)::
+
+    name: crash_pr
+    title: One line
+    description: What happens and why.
+    config: {policy: write_through, storage: true, host_kv: 4}   # the oracle's config keys
+    preset: pre_fix                 # optional default preset
+    flags: {stale_guards: true}     # optional flag overrides
+    initial: [{key: [1, 2], host: true, hash: true, l3_backup: true}]   # optional injected nodes
+    actors:
+      R1: [prefetch 1 2 9 9]
+      R2: ["request 1 2 3 4"]
+      ctl: [events, l3_ack]
+    schedule: R1 R2 ctl*        # optional; default round-robin
+    expect: {pre_fix: {outcome: assertion, raised_in: _delete_tombstone_leaf, step: 9}}
+
+An operation is an object (``{op: request, tokens: [1, 2]}``) or a short string: ``request 1 2 3``,
+``start 1 2``, ``finish``, ``evict 2``, ``evict_mamba 1``, ``evict_host 2``, ``events``, ``l3_ack``,
+``write_ack``, ``load_ack``, ``prefetch 1 2 9``, ``prefetch_done 4 hit`` (or ``miss``), ``finish_oldest``.
+An actor's ``start`` names its request after the actor; its ``finish`` finishes that actor's oldest request.
+The oracle's own ``OPS.json`` (``config`` + ``ops``) is a scenario too: one actor ``main`` running ``ops`` in order.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ScenarioError, ScheduleError
+from .ops_run import check_config, check_op
+from .scheduler import Schedule, parse_schedule, round_robin
+
+GALLERY_DIR = Path(__file__).resolve().parent.parent / "assets" / "scenarios"
+TOP_KEYS = {"name", "title", "description", "reference", "config", "preset", "flags", "initial", "actors", "ops",
+            "schedule", "expect", "about", "notes", "minimal_schedule"}
+_ACTOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_N_OPS = {"evict", "evict_mamba", "evict_host", "write_ack", "load_ack"}
+_TOKEN_OPS = {"request", "start", "prefetch"}
+_BARE = {"finish", "finish_oldest", "events", "l3_ack", "write_ack", "load_ack"}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    config: dict
+    actors: dict[str, list[dict]]
+    title: str = ""
+    description: str = ""
+    reference: str = ""
+    preset: str | None = None
+    flags: dict = field(default_factory=dict)
+    initial: list[dict] = field(default_factory=list)
+    schedule: str | None = None
+    expect: dict = field(default_factory=dict)
+    minimal_schedule: str | None = None
+    source: str | None = None
+
+    @property
+    def lengths(self) -> dict[str, int]:
+        return {a: len(ops) for a, ops in self.actors.items()}
+
+    def parse_schedule(self, text: str | None = None) -> Schedule:
+        text = self.schedule if text is None else text
+        return round_robin(self.lengths) if text is None else parse_schedule(text, self.lengths)
+
+    def linearize(self, schedule: Schedule) -> list[tuple[str, dict]]:
+        """(actor, op) in schedule order; actor-relative ops resolved (request ids named after actors)."""
+        pos = {a: 0 for a in self.actors}
+        started = {a: 0 for a in self.actors}
+        open_ids: dict[str, list[str]] = {a: [] for a in self.actors}
+        out: list[tuple[str, dict]] = []
+        if self.initial:
+            out.append(("init", {"op": "inject", "nodes": self.initial}))
+        for actor in schedule.turns:
+            op = dict(self.actors[actor][pos[actor]])
+            pos[actor] += 1
+            if op["op"] in ("start", "request") and "rid" not in op:
+                op["rid"] = f"{actor}.{started[actor]}" if started[actor] else actor
+                started[actor] += 1
+                if op["op"] == "start":
+                    open_ids[actor].append(op["rid"])
+            elif op["op"] == "finish" and "rid" not in op:
+                op["rid"] = open_ids[actor].pop(0) if open_ids[actor] else f"{actor}?"
+            out.append((actor, op))
+        return out
+
+    def as_doc(self) -> dict:
+        """The scenario as a file's plain data (for writing a shrunk scenario back)."""
+        d: dict[str, Any] = {"name": self.name}
+        for k in ("title", "description", "reference", "preset"):
+            if getattr(self, k):
+                d[k] = getattr(self, k)
+        d["config"] = dict(self.config)
+        if self.flags:
+            d["flags"] = dict(self.flags)
+        if self.initial:
+            d["initial"] = list(self.initial)
+        d["actors"] = {a: [dict(o) for o in ops] for a, ops in self.actors.items()}
+        if self.schedule:
+            d["schedule"] = self.schedule
+        if self.expect:
+            d["expect"] = self.expect
+        return d
+
+
+def parse_op(raw: Any, where: str) -> dict:
+    if isinstance(raw, dict):
+        return dict(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        raise ScenarioError(f"{where}: an operation is an object like {{op: request, tokens: [1, 2]}} or a string "
+                            f"like 'request 1 2'")
+    parts = raw.replace(",", " ").replace("[", " ").replace("]", " ").split()
+    kind, args = parts[0], parts[1:]
+    try:
+        if kind in _TOKEN_OPS:
+            return {"op": kind, "tokens": [int(a) for a in args]}
+        if kind in _N_OPS:
+            if not args and kind in _BARE:
+                return {"op": kind}
+            (n,) = args
+            return {"op": kind, "n": int(n)}
+        if kind == "prefetch_done":
+            n, hit = args
+            if hit not in ("hit", "miss", "true", "false"):
+                raise ValueError
+            return {"op": kind, "n": int(n), "mamba_hit": hit in ("hit", "true")}
+        if kind in _BARE and not args:
+            return {"op": kind}
+    except ValueError:
+        pass
+    raise ScenarioError(f"{where}: cannot read operation {raw!r}; write e.g. 'request 1 2 3', 'evict 2', "
+                        f"'prefetch_done 4 hit', 'events'")
+
+
+def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Scenario:
+    """Validate plain data (already parsed from YAML/JSON) and build a ``Scenario``; errors say how to fix."""
+    if not isinstance(doc, dict):
+        raise ScenarioError(f"{name}: a scenario must be a mapping with 'config' and 'actors' (or 'ops')")
+    unknown = sorted(set(doc) - TOP_KEYS - {"expect_oracle"})
+    if unknown:
+        raise ScenarioError(f"{name}: unknown top-level key(s) {', '.join(unknown)}; known keys: "
+                            f"{', '.join(sorted(TOP_KEYS))}")
+    cfg = check_config(doc.get("config"))
+    if "actors" in doc and "ops" in doc:
+        raise ScenarioError(f"{name}: give either 'actors' or 'ops' (the oracle's format), not both")
+    if "ops" in doc:
+        if not isinstance(doc["ops"], list):
+            raise ScenarioError(f"{name}: 'ops' must be a list of operations")
+        actors_raw: Any = {"main": doc["ops"]}
+    else:
+        actors_raw = doc.get("actors")
+    if not isinstance(actors_raw, dict) or not actors_raw:
+        raise ScenarioError(f"{name}: 'actors' must map actor names to lists of operations, "
+                            f"like {{R1: ['request 1 2']}}")
+    actors: dict[str, list[dict]] = {}
+    for actor, ops in actors_raw.items():
+        if not isinstance(actor, str) or not _ACTOR.match(actor):
+            raise ScenarioError(f"{name}: actor name {actor!r} must start with a letter and hold only letters, "
+                                f"digits, '_', '.', '-'")
+        if not isinstance(ops, list):
+            raise ScenarioError(f"{name}: actor {actor} must have a list of operations")
+        parsed = []
+        for i, raw in enumerate(ops):
+            op = parse_op(raw, f"{name}: actor {actor} op {i}")
+            try:
+                check_op(op, i, cfg["page_size"])
+            except ScenarioError as e:
+                raise ScenarioError(f"{name}: actor {actor}: {e}") from None
+            parsed.append(op)
+        actors[actor] = parsed
+    initial = doc.get("initial") or []
+    if initial:
+        try:
+            check_op({"op": "inject", "nodes": initial}, 0, cfg["page_size"])
+        except ScenarioError as e:
+            raise ScenarioError(f"{name}: initial state: {str(e).split(': ', 1)[-1]}") from None
+    flags = doc.get("flags") or {}
+    if not isinstance(flags, dict):
+        raise ScenarioError(f"{name}: 'flags' must map flag names to values, like {{stale_guards: true}}")
+    from .versions import FLAG_NAMES, PRESETS
+
+    bad = sorted(set(flags) - set(FLAG_NAMES))
+    if bad:
+        raise ScenarioError(f"{name}: unknown flag(s) {', '.join(bad)}; known flags: {', '.join(FLAG_NAMES)}")
+    preset = doc.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise ScenarioError(f"{name}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    schedule = doc.get("schedule")
+    sc = Scenario(name=str(doc.get("name") or name), config={k: v for k, v in cfg.items()}, actors=actors,
+                  title=str(doc.get("title") or doc.get("about") or ""),
+                  description=str(doc.get("description") or ""), reference=str(doc.get("reference") or ""),
+                  preset=preset, flags=dict(flags), initial=list(initial), schedule=schedule,
+                  expect=doc.get("expect") or {}, minimal_schedule=doc.get("minimal_schedule"), source=source)
+    if schedule is not None:
+        try:
+            sc.parse_schedule(schedule)
+        except ScheduleError as e:
+            raise ScenarioError(f"{name}: schedule: {e}") from None
+    return sc
+
+
+def load_text(text: str, name: str, suffix: str) -> Any:
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise ScenarioError(f"{name} is not valid JSON ({e}); fix the syntax at that line") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise ScenarioError(f"{name} is not valid YAML{at}; fix the syntax there") from None
+
+
+def load_file(path: str | os.PathLike) -> Scenario:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ScenarioError(f"cannot read scenario file {p}: {e.strerror}; check the path") from None
+    if len(raw) > 10_000_000:
+        raise ScenarioError(f"{p.name} is larger than 10 MB; a scenario file should be small")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{p.name} is not UTF-8 text; save it as UTF-8 YAML or JSON") from None
+    return from_doc(load_text(text, p.name, p.suffix.lower()), name=p.stem, source=str(p))
+
+
+def gallery() -> dict[str, Path]:
+    """Gallery scenario name -> file."""
+    return {p.stem: p for p in sorted(GALLERY_DIR.glob("*.yaml"))}
+
+
+def load(name_or_path: str) -> Scenario:
+    """A gallery name (``crash_pr``) or a path to a YAML/JSON file."""
+    g = gallery()
+    if name_or_path in g:
+        return load_file(g[name_or_path])
+    if os.path.exists(name_or_path):
+        return load_file(name_or_path)
+    raise ScenarioError(f"no scenario named {name_or_path!r} and no such file; gallery scenarios: "
+                        f"{', '.join(g) or '(none)'}")

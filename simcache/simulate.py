@@ -1,0 +1,93 @@
+"""Simulate a scenario under a preset and schedule: the one entry point the CLI, the views and the explorer use.
+
+``simulate(scenario, preset)`` runs the scenario's actors in schedule order on a fresh cache with a ``Recorder``
+attached and returns a ``Run``: the outcome, the trace (micro-steps, snapshots, went-stale / cleaned-up events,
+invariant violations) and the oracle-format fields, so a run can be stepped, rendered, replayed and diffed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .driver import Crash
+from .errors import ConfigError, ScenarioError
+from .ops_run import execute
+from .scenario import Scenario, from_doc, load
+from .scheduler import Schedule
+from .trace import Recorder
+from .versions import Flags, preset as preset_flags
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    preset: str
+    flags: Flags
+    schedule: Schedule
+    result: dict
+    trace: Recorder
+
+    @property
+    def crash(self) -> Crash | None:
+        return self.result["_crash"]
+
+    @property
+    def outcome(self) -> str:
+        """``"assertion"`` when the simulated cache raised (any exception of SGLang's code), else ``"clean"``."""
+        return "clean" if self.crash is None else "assertion"
+
+    @property
+    def cache(self):
+        return self.result["_cache"]
+
+    def to_json(self) -> dict[str, Any]:
+        r, t = self.result, self.trace
+        pools = {name: dict(leaked=a["leaked"], double_freed=sorted({s for d in r["double_frees"]
+                                                                      if d["pool"] == name for s in d["slots"]}))
+                 for name, a in r["accounting"].items()}
+        return dict(
+            scenario=self.scenario.name, preset=self.preset, flags=self.flags.as_dict(),
+            schedule=str(self.schedule), outcome=self.outcome,
+            assertion=None if self.crash is None else self.crash.as_dict(),
+            went_stale=[e.as_dict() for e in t.went_stale], cleaned_up=[e.as_dict() for e in t.cleaned_up],
+            readmitted=[e.as_dict() for e in t.readmitted],
+            first_violation=t.violations[0].as_dict() if t.violations else None,
+            violations=t.violation_counts(), pools=pools, steps=len(t.steps), operations=len(t.ops),
+            trace_sha256=t.sha256(), warnings=r["warnings"],
+            # the oracle's names and formats, for a field-by-field diff with the real code
+            raised_in=r["raised_in"], step=r["step"], status=r["status"], tree=r["tree"],
+            double_frees=[dict(pool=d["pool"], slots=d["slots"], chain=d["chain"]) for d in r["double_frees"]],
+            accounting=r["accounting"], counters=r["counters"], first_stale=r["first_stale"],
+            stale_final=r["stale_final"],
+        )
+
+
+def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None) -> tuple[str, Flags]:
+    name = preset or scenario.preset or "pre_fix"
+    flags = preset_flags(name)
+    changes = {**scenario.flags, **(overrides or {})}
+    if changes:
+        try:
+            flags = flags.with_(**changes)
+        except ConfigError:
+            raise
+        except TypeError as e:
+            raise ConfigError(str(e)) from None
+    return name, flags
+
+
+def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: dict | None = None,
+             schedule: str | Schedule | None = None, snapshots: bool = True, invariants: bool = True) -> Run:
+    """Run ``scenario`` (a Scenario, a gallery name / path, or plain data) and return the ``Run``."""
+    if isinstance(scenario, str):
+        scenario = load(scenario)
+    elif isinstance(scenario, dict):
+        scenario = from_doc(scenario)
+    name, fl = resolve_flags(scenario, preset, flags)
+    sched = schedule if isinstance(schedule, Schedule) else scenario.parse_schedule(schedule)
+    rec = Recorder(snapshots=snapshots, invariants=invariants)
+    try:
+        result = execute(scenario.config, scenario.linearize(sched), fl, recorder=rec)
+    except ScenarioError as e:
+        raise ScenarioError(f"{scenario.name}: {e}") from None
+    return Run(scenario, name, fl, sched, result, rec)

@@ -1,0 +1,174 @@
+"""Snapshots: frozen, plain-data pictures of a cache at one micro-step, for renderers and the player.
+
+A snapshot holds every attached node and every *detached node that something still holds* (a stale node), so a
+view can draw the stale node beside the tree with the holders pointing at it. Snapshots never refer to live
+cache objects; renderers are pure functions of them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .keys import format_key
+from .state import attached_ids, dfs, node_line
+
+
+@dataclass(frozen=True)
+class NodeView:
+    id: int
+    key: tuple[int, ...]
+    parent: int | None
+    children: tuple[int, ...]
+    attached: bool
+    value: tuple[int, ...] | None
+    host_value: tuple[int, ...] | None
+    mamba_value: tuple[int, ...] | None
+    mamba_host_value: tuple[int, ...] | None
+    full_lock_ref: int
+    mamba_lock_ref: int
+    host_ref: int
+    host_mamba_ref: int
+    hit_count: int
+    last_access_time: float
+    depth: int = 0
+
+    @property
+    def evicted(self) -> bool:
+        return self.value is None
+
+    @property
+    def backuped(self) -> bool:
+        return self.host_value is not None
+
+    @property
+    def tombstone(self) -> bool:
+        return self.mamba_value is None
+
+    @property
+    def residency(self) -> str:
+        """``device``, ``host``, ``both`` or ``none`` (the last only for a node that lost both copies)."""
+        return {(True, False): "device", (False, True): "host", (True, True): "both"}.get(
+            (self.value is not None, self.host_value is not None), "none")
+
+    @property
+    def key_text(self) -> str:
+        return format_key(self.key)
+
+
+@dataclass(frozen=True)
+class PoolView:
+    name: str
+    size: int
+    free: tuple[int, ...]
+    used: tuple[int, ...]
+    leaked: tuple[int, ...]
+    double_freed: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    root: int
+    nodes: Mapping[int, NodeView]
+    order: tuple[int, ...]  # attached nodes, canonical preorder
+    sets: Mapping[str, tuple[int, ...]]
+    lrus: Mapping[str, tuple[int, ...]]  # MRU -> LRU
+    ongoing: Mapping[str, tuple[int, ...]]
+    pools: Mapping[str, PoolView]
+    counters: Mapping[str, int]
+    holders: Mapping[int, tuple[str, ...]]  # every node someone refers to -> who
+    stale: tuple[int, ...]  # detached nodes still held
+    current: int | None = None
+    stack: tuple[str, ...] = ()
+    tree_text: tuple[str, ...] = field(default_factory=tuple)
+
+    def node(self, node_id: int) -> NodeView:
+        return self.nodes[node_id]
+
+
+def _t(v):
+    return None if v is None else tuple(v)
+
+
+def holder_map(cache, frames: Mapping[int, tuple[str, ...]] = (), current=None) -> dict[int, list[str]]:
+    """node id -> names of the structures (and simulated call frames) holding it."""
+    out: dict[int, list[str]] = {}
+
+    def add(n, name):
+        out.setdefault(n.id, []).append(name)
+
+    for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
+        for n in s:
+            add(n, s.name)
+    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
+        for n in lru.mru_to_lru():
+            add(n, lru.name)
+    for n in cache.ongoing_write_through.values():
+        add(n, "ongoing_write_through")
+    for n in cache.ongoing_load_back.values():
+        add(n, "ongoing_load_back")
+    for n, _ in cache.ongoing_backup.values():
+        add(n, "ongoing_backup")
+    for v in cache.ongoing_prefetch.values():
+        add(v[0], "prefetch anchor")
+    for node_id, names in dict(frames).items():
+        out.setdefault(node_id, []).extend(names)
+    if current is not None:
+        add(current, "insert loop's node")
+    return out
+
+
+def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), current=None,
+         stack: tuple[str, ...] = (), known: Mapping[int, object] | None = None) -> Snapshot:
+    """Snapshot ``cache``. ``frames``: node id -> call frames holding it; ``known``: id -> node objects that
+    may be detached but are worth drawing (went stale earlier)."""
+    from .state import accounting
+
+    att = attached_ids(cache)
+    order = dfs(cache, att)
+    hold = holder_map(cache, frames, current)
+    objs = {n.id: n for _, n in order}
+    depth = {n.id: d for d, n in order}
+    for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
+        for n in s:
+            objs.setdefault(n.id, n)
+    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
+        for n in lru.mru_to_lru():
+            objs.setdefault(n.id, n)
+    for n in list(cache.ongoing_write_through.values()) + list(cache.ongoing_load_back.values()) + \
+            [v[0] for v in cache.ongoing_backup.values()] + [v[0] for v in cache.ongoing_prefetch.values()]:
+        objs.setdefault(n.id, n)
+    for n in (known or {}).values():
+        objs.setdefault(n.id, n)
+    if current is not None:
+        objs.setdefault(current.id, current)
+    root = cache.root_node
+    objs.pop(root.id, None)
+    nodes = {root.id: NodeView(root.id, (), None, tuple(c.id for c in root.children.values() if id(c) in att),
+                               True, (), None, None, None, root.full_lock_ref, root.mamba_lock_ref,
+                               root.host_ref_counter, root.host_mamba_ref_counter, 0, root.last_access_time, 0)}
+    for nid, n in objs.items():
+        nodes[nid] = NodeView(
+            nid, tuple(n.key), n.parent.id if n.parent is not None else None,
+            tuple(c.id for c in n.children.values()), id(n) in att, _t(n.value), _t(n.host_value),
+            _t(n.mamba_value), _t(n.mamba_host_value), n.full_lock_ref, n.mamba_lock_ref, n.host_ref_counter,
+            n.host_mamba_ref_counter, n.hit_count, float(n.last_access_time), depth.get(nid, 0))
+    acct = accounting(cache, live_requests)
+    pools = {}
+    for name, p in cache.pools.all().items():
+        dbl = sorted({s for d in p.double_frees for s in d.slots})
+        pools[name] = PoolView(name, p.size, tuple(p.free_slots), tuple(sorted(p.used_slots())),
+                               tuple(acct[name]["leaked"]), tuple(dbl))
+    holders = {nid: tuple(names) for nid, names in hold.items() if nid in nodes}
+    stale = tuple(sorted(nid for nid, v in nodes.items() if not v.attached and holders.get(nid)))
+    return Snapshot(
+        root=root.id, nodes=nodes, order=tuple(n.id for _, n in order),
+        sets={s.name: tuple(n.id for n in s) for s in (cache.evictable_full_device_leaves,
+                                                        cache.evictable_full_host_leaves)},
+        lrus={lru.name: tuple(lru.ids_mru_to_lru()) for lru in (cache.full_lru_list, cache.mamba_lru_list,
+                                                               cache.mamba_host_lru_list)},
+        ongoing=dict(write_through=tuple(cache.ongoing_write_through), load_back=tuple(cache.ongoing_load_back),
+                     backup=tuple(v[0].id for v in cache.ongoing_backup.values()),
+                     prefetch=tuple(v[0].id for v in cache.ongoing_prefetch.values())),
+        pools=pools, counters=dict(cache.sizes()), holders=holders, stale=stale,
+        current=current.id if current is not None else None, stack=tuple(stack),
+        tree_text=tuple(node_line(d, n) for d, n in order))
