@@ -1,0 +1,186 @@
+"""The command line: ``python -m simcache run | scenarios | explore | export``.
+
+Every simulated outcome exits 0 (a crash of the simulated cache is a result); a user's mistake prints one sentence
+naming the problem and the fix on stderr and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from .errors import SimcacheError
+from .versions import PRESETS, PRESET_DESCRIPTIONS, parse_flag
+
+
+class UsageError(SimcacheError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one sentence, exit status 2, no usage dump
+        raise UsageError(f"{message}; see `python -m simcache {self.prog.split()[-1]} --help`")
+
+
+def _flags(items: Sequence[str] | None) -> dict:
+    return dict(parse_flag(t) for t in items or ())
+
+
+def _preset(name: str | None) -> str | None:
+    if name is not None and name not in PRESETS:
+        raise UsageError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return name
+
+
+def transcript(run) -> str:
+    """A short human transcript: operations, went-stale and cleaned-up moments, first violation, outcome."""
+    t, lines = run.trace, []
+    sc = run.scenario
+    lines.append(f"{sc.name} under {run.preset}  (schedule: {run.schedule})")
+    events: dict[int, list[str]] = {}
+    for e in t.went_stale:
+        events.setdefault(t.steps[e.step].op, []).append(
+            f"   ! node {e.node} [{e.key}] went stale (step {e.step}); still held by {', '.join(e.holders)}")
+    for e in t.readmitted:
+        events.setdefault(t.steps[e.step].op, []).append(
+            f"   ! detached node {e.node} [{e.key}] re-admitted to {', '.join(e.holders)} (step {e.step})")
+    for e in t.cleaned_up:
+        events.setdefault(t.steps[e.step].op, []).append(
+            f"   + stale guard cleaned up node {e.node} [{e.key}] (step {e.step}): removed from "
+            f"{', '.join(e.removed) or 'nothing'}")
+    if t.violations:
+        v = t.violations[0]
+        events.setdefault(v.op, []).append(f"   ~ first invariant violation: {v.invariant}: {v.message} (step {v.step})")
+    from .trace import describe_op
+
+    for rec in t.ops:
+        who = f"{rec.actor}: " if rec.actor else ""
+        lines.append(f"{rec.index:3d} {rec.status} {who}{describe_op(rec.op)}")
+        lines.extend(events.get(rec.index, []))
+    if run.crash is not None:
+        c = run.crash
+        lines.append(f"outcome: {c.outcome}  (raised in {c.function}; stack {' -> '.join(c.stack)})")
+    else:
+        lines.append("outcome: clean")
+    r = run.result
+    dbl = [f"{d['pool']}{d['slots']}" for d in r["double_frees"]]
+    leak = [f"{p}{a['leaked']}" for p, a in r["accounting"].items() if a["leaked"]]
+    if dbl or leak:
+        lines.append("damage: " + "; ".join([f"double free {x}" for x in dbl] + [f"leaked {x}" for x in leak]))
+    return "\n".join(lines)
+
+
+def cmd_run(a) -> int:
+    from .simulate import simulate
+
+    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule)
+    if a.json:
+        print(json.dumps(run.to_json(), indent=1))
+    else:
+        print(transcript(run))
+    return 0
+
+
+def cmd_scenarios(a) -> int:
+    from .scenario import gallery, load
+
+    items = []
+    for name in gallery():
+        sc = load(name)
+        items.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
+                          expect={p: e.get("outcome") for p, e in sc.expect.items()}))
+    if a.json:
+        print(json.dumps(items, indent=1))
+    else:
+        for it in items:
+            outs = ", ".join(f"{p}={o}" for p, o in it["expect"].items())
+            print(f"{it['name']:<14} {it['title']}\n{'':14} {outs}")
+        print("\npresets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items()))
+    return 0
+
+
+def cmd_export(a) -> int:
+    from .simulate import simulate
+
+    try:
+        from .export import export_html
+    except ImportError as e:  # pragma: no cover - the views may be missing in a partial install
+        raise UsageError(f"the export view is not available ({e})") from None
+    if a.compare and a.preset:
+        raise UsageError("give either --preset or --compare A,B, not both")
+    if a.compare:
+        names = [n.strip() for n in a.compare.split(",")]
+        if len(names) != 2:
+            raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
+        runs = [simulate(a.scenario, _preset(n), _flags(a.flag), a.schedule) for n in names]
+        path = export_html(runs[0], a.output, compare=runs[1])
+    else:
+        path = export_html(simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule), a.output)
+    print(path)
+    return 0
+
+
+def cmd_explore(a) -> int:
+    from .explore import cli_explore
+
+    return cli_explore(a)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="simcache", description="A faithful, visual simulator of SGLang's HiMambaRadixCache.")
+    sub = ap.add_subparsers(dest="command", parser_class=_Parser)
+    r = sub.add_parser("run", help="run a scenario and print what happened")
+    r.add_argument("scenario", help="a gallery name (see `scenarios`) or a YAML/JSON file (the oracle's OPS.json too)")
+    r.add_argument("--preset", help=f"one of {', '.join(PRESETS)} (default: the scenario's, else pre_fix)")
+    r.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
+    r.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(fn=cmd_run)
+    s = sub.add_parser("scenarios", help="list the scenario gallery")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_scenarios)
+    e = sub.add_parser("export", help="write a self-contained HTML page of a run")
+    e.add_argument("scenario")
+    e.add_argument("--preset")
+    e.add_argument("--compare", metavar="A,B", help="two presets side by side")
+    e.add_argument("--flag", action="append", metavar="NAME=VALUE")
+    e.add_argument("--schedule")
+    e.add_argument("-o", "--output", default="run.html")
+    e.set_defaults(fn=cmd_export)
+    x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")
+    x.add_argument("scenario")
+    x.add_argument("--preset")
+    x.add_argument("--flag", action="append", metavar="NAME=VALUE")
+    x.add_argument("--strategy", default="exhaustive", choices=["exhaustive", "random", "pct"])
+    x.add_argument("--bound", type=int, default=None, help="preemption bound (exhaustive) / depth (pct)")
+    x.add_argument("--seed", type=int, default=0)
+    x.add_argument("--budget", type=int, default=None, help="most schedules to run")
+    x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")
+    x.add_argument("--out", help="folder for the schedule, shrunk scenario, JSON trace and pytest file")
+    x.add_argument("--jobs", type=int, default=1, help="worker processes")
+    x.add_argument("--json", action="store_true")
+    x.set_defaults(fn=cmd_explore)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = build_parser()
+    try:
+        a = ap.parse_args(argv)
+        if not getattr(a, "fn", None):
+            raise UsageError("give a command: run, scenarios, explore or export (see --help)")
+        return a.fn(a)
+    except SimcacheError as e:
+        msg = str(e)
+        print(f"simcache: {msg[0].lower() + msg[1:] if msg else 'bad input'}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simcache: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Snapshot -> Graphviz DOT, and DOT -> SVG: the picture of the radix tree at one micro-step.
+
+Vocabulary (what a box shows; the legend in every drawing repeats it)
+- One box per node: its key (long keys abbreviated ``1,2,3,…,64 (64)``), its id ``#8``, where its KV lives
+  (*device*, *host*, *both*, or *none* once both copies are gone), its Mamba state (``M dev`` / ``M host``
+  cells; a node without a device Mamba state is a *tombstone*), its lock count and host refs.
+- Fill colour is the KV residency: blue device, amber host, both striped; white when neither.
+- Border says what happened: gold **new** / **changed** since ``prev``; red dashed **stale** (detached from the
+  tree while something still holds it), thicker with a WENT STALE tag in the operation where it happened; green
+  double **cleaned up** by a stale guard; dark red heavy **assertion** where the simulated cache raised.
+- Stale nodes are drawn beside the tree in a red dashed cluster, with a dotted grey *ghost* edge to the parent
+  they used to hang from and a dashed edge from a box for each holder that still refers to them.
+
+``snapshot_to_dot`` is a pure function of plain data; its output is deterministic (nodes in canonical preorder,
+stale nodes sorted), so tests compare it with golden files. ``render_svg`` runs the ``dot`` program (cached).
+"""
+from __future__ import annotations
+
+import subprocess
+from functools import lru_cache
+from html import escape
+
+from ..snapshot import NodeView, Snapshot
+
+FILL = {"device": "#dbeafe", "host": "#fef3c7", "both": "#dbeafe;0.5:#fef3c7", "none": "#ffffff"}
+BORDER = {"device": "#1d4ed8", "host": "#b45309", "both": "#1d4ed8", "none": "#9ca3af"}
+RED, GREEN, GOLD, DARK_RED, MAMBA, GREY = "#dc2626", "#15803d", "#d97706", "#7f1d1d", "#c4b5fd", "#6b7280"
+_CHANGE_FIELDS = ("key", "parent", "children", "attached", "value", "host_value", "mamba_value", "mamba_host_value",
+                  "full_lock_ref", "mamba_lock_ref", "host_ref", "host_mamba_ref")
+
+
+def abbreviate_key(key: tuple[int, ...], limit: int = 6) -> str:
+    """``1,2,3`` or, past ``limit`` tokens, ``1,2,3,…,64 (64)``."""
+    if len(key) <= limit:
+        return ",".join(map(str, key))
+    return ",".join(map(str, key[:3])) + f",…,{key[-1]} ({len(key)})"
+
+
+def child_key_text(key: tuple[int, ...], page_size: int = 1) -> str:
+    """The slot a key occupies in its parent, as SGLang's assertion prints it: ``1`` or ``(1, 2)``."""
+    if not key:
+        return ""
+    return str(key[0]) if page_size == 1 else str(tuple(key[:page_size]))
+
+
+def _q(text: str) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _attrs(**kw) -> str:
+    return "[" + " ".join(f"{k}={_q(v) if not str(v).startswith('<') else v}" for k, v in kw.items()) + "]"
+
+
+def _cell(text: str, bg: str | None = None, color: str = "#111827", bold: bool = False, span: int = 1) -> str:
+    body = escape(text)
+    body = f"<B>{body}</B>" if bold else body
+    bgattr = f' BGCOLOR="{bg}"' if bg else ""
+    return f'<TD COLSPAN="{span}"{bgattr}><FONT COLOR="{color}">{body}</FONT></TD>'
+
+
+def _label(n: NodeView, root: bool, tags: list[tuple[str, str]], hide_host: bool, hide_mamba: bool) -> str:
+    title = "root" if root else abbreviate_key(n.key)
+    rows = [f'<TR><TD ALIGN="LEFT" COLSPAN="2"><FONT POINT-SIZE="15"><B>{escape(title)}</B></FONT>'
+            f'<FONT COLOR="{GREY}">  #{n.id}</FONT></TD></TR>']
+    if not root:
+        where = n.residency if not hide_host else ("device" if n.value is not None else "evicted")
+        rows.append(f"<TR>{_cell('KV: ' + where, span=2)}</TR>")
+        if not hide_mamba:
+            dev = _cell("M dev", MAMBA) if n.mamba_value is not None else _cell("tombstone", "#374151", "#ffffff")
+            host = _cell("M host", MAMBA if n.mamba_host_value is not None else None,
+                          "#111827" if n.mamba_host_value is not None else "#9ca3af")
+            rows.append(f"<TR>{dev}{host}</TR>" if not hide_host else f"<TR>{dev}<TD></TD></TR>")
+    refs = []
+    if n.full_lock_ref:
+        refs.append(_cell(f"lock {n.full_lock_ref}", "#1f2937", "#ffffff", bold=True))
+    if not hide_host and (n.host_ref or n.host_mamba_ref):
+        refs.append(_cell(f"host ref {n.host_ref}/{n.host_mamba_ref}", "#78350f", "#ffffff", bold=True))
+    if refs:
+        rows.append("<TR>" + "".join(refs) + ("<TD></TD>" if len(refs) == 1 else "") + "</TR>")
+    for text, bg in tags:
+        rows.append(f"<TR>{_cell(text, bg, '#ffffff', bold=True, span=2)}</TR>")
+    return ('<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">' + "".join(rows) + "</TABLE>>")
+
+
+def _changed(n: NodeView, prev: Snapshot | None) -> str | None:
+    if prev is None:
+        return None
+    old = prev.nodes.get(n.id)
+    if old is None:
+        return "new"
+    return "changed" if any(getattr(old, f) != getattr(n, f) for f in _CHANGE_FIELDS) else None
+
+
+def _node_line(n: NodeView, snap: Snapshot, prev: Snapshot | None, hl: dict, hide_host: bool, hide_mamba: bool) -> str:
+    residency = n.residency if not hide_host else ("device" if n.value is not None else "none")
+    root = n.id == snap.root
+    fill = "#f3f4f6" if root else FILL[residency]
+    attrs = dict(id=f"n{n.id}", fillcolor=fill, color=BORDER[residency], penwidth="1.5",
+                 style="striped" if ";" in fill else "filled")
+    classes, tags = ["node-box"], []
+    change = None if root else _changed(n, prev)
+    if change:
+        attrs.update(color=GOLD, penwidth="3")
+        classes.append(change)
+        tags.append(("NEW" if change == "new" else "changed", GOLD))
+    if not n.attached and not root:
+        attrs.update(color=RED, penwidth="2.5", style=attrs["style"] + ",dashed")
+        classes.append("stale")
+    if n.id in hl.get("went_stale", ()):
+        attrs.update(color=RED, penwidth="4.5")
+        classes.append("went-stale")
+        tags.append(("WENT STALE", RED))
+    if n.id in hl.get("cleaned", ()):
+        attrs.update(color=GREEN, penwidth="3", peripheries="2")
+        classes.append("cleaned-up")
+        tags.append(("CLEANED UP", GREEN))
+    if n.id in hl.get("assertion", ()):
+        attrs.update(color=DARK_RED, penwidth="6")
+        classes.append("assertion")
+        tags.append(("ASSERTION FIRED HERE", DARK_RED))
+    attrs["class"] = " ".join(classes)
+    attrs["label"] = _label(n, root, tags, hide_host, hide_mamba)
+    return f"  n{n.id} {_attrs(**attrs)};"
+
+
+def _visible_tree(snap: Snapshot, hide_host: bool) -> list[int]:
+    if not hide_host:
+        return list(snap.order)
+    keep: set[int] = set()
+    for nid in reversed(snap.order):  # postorder-ish: children come after parents in preorder
+        n = snap.nodes[nid]
+        if n.value is not None or any(c in keep for c in n.children):
+            keep.add(nid)
+    return [nid for nid in snap.order if nid in keep]
+
+
+def _detached(snap: Snapshot, hl: dict) -> list[int]:
+    """Stale nodes, plus highlighted detached ones (cleaned up, assertion), plus their detached descendants."""
+    want = set(snap.stale) | {i for k in ("went_stale", "cleaned", "assertion") for i in hl.get(k, ())}
+    want = {i for i in want if i in snap.nodes and not snap.nodes[i].attached and i != snap.root}
+    stack = list(want)
+    while stack:
+        for c in snap.nodes[stack.pop()].children:
+            if c in snap.nodes and not snap.nodes[c].attached and c not in want:
+                want.add(c)
+                stack.append(c)
+    return sorted(want)
+
+
+def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
+    rows = [("device", FILL["device"], BORDER["device"], "solid")]
+    if not hide_host:
+        rows += [("host", FILL["host"], BORDER["host"], "solid"), ("device + host", "#e5e7eb", "#1d4ed8", "solid")]
+    if not hide_mamba:
+        rows += [("Mamba state", MAMBA, MAMBA, "solid"), ("tombstone (no Mamba on device)", "#374151", "#374151", "solid")]
+    rows += [("lock / host ref", "#1f2937", "#1f2937", "solid"), ("new / changed", "#ffffff", GOLD, "bold"),
+             ("STALE: detached, still held", "#ffffff", RED, "dashed"), ("cleaned up by a guard", "#ffffff", GREEN,
+                                                                         "double"),
+             ("assertion fired here", "#ffffff", DARK_RED, "bold")]
+    cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" STYLE="{"dashed" if style == "dashed" else "solid"}"> </TD>'
+                    f'<TD ALIGN="LEFT">{escape(text)}</TD></TR>' for text, fill, border, style in rows)
+    label = f'<<TABLE BORDER="0" CELLSPACING="3" CELLPADDING="2"><TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>'
+    return ["  subgraph cluster_legend {", '    label=""; style="rounded"; color="#d1d5db";',
+            f"    legend {_attrs(shape='plaintext', label=label, fontsize='11')};", "  }"]
+
+
+def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: dict | None = None,
+                    hide_host: bool = False, hide_mamba: bool = False, page_size: int = 1,
+                    legend: bool = True) -> str:
+    """DOT source for ``snap``; ``highlight``: ``{"went_stale": ids, "cleaned": ids, "assertion": ids}``."""
+    hl = highlight or {}
+    tree = _visible_tree(snap, hide_host)
+    detached = _detached(snap, hl)
+    drawn = set(tree) | set(detached)
+    out = ["digraph cache {", '  graph [rankdir="TB" fontname="Helvetica" nodesep="0.35" ranksep="0.5" '
+           'bgcolor="white" pad="0.2"];', '  node [shape="box" fontname="Helvetica" fontsize="12" margin="0.05"];',
+           '  edge [fontname="Helvetica" fontsize="12" color="#374151"];']
+    out += [_node_line(snap.nodes[i], snap, prev, hl, hide_host, hide_mamba) for i in tree]
+    for i in tree:
+        n = snap.nodes[i]
+        if n.parent in drawn and n.id != snap.root:
+            out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + child_key_text(n.key, page_size) + ' ')};")
+    if detached:
+        out += ["  subgraph cluster_stale {", '    label="detached, but still referenced (stale)"; fontcolor="#dc2626";',
+                '    style="dashed,rounded"; color="#dc2626"; fontname="Helvetica"; fontsize="13";']
+        out += ["  " + _node_line(snap.nodes[i], snap, prev, hl, hide_host, hide_mamba) for i in detached]
+        for i in detached:
+            for j, name in enumerate(snap.holders.get(i, ())):
+                out.append(f"    h{i}_{j} {_attrs(shape='note', style='filled', fillcolor='#fee2e2', color=RED, fontsize='11', label=name, id=f'h{i}_{j}')};")
+        out.append("  }")
+        for i in detached:
+            n = snap.nodes[i]
+            ck = child_key_text(n.key, page_size)
+            if n.parent in drawn and not snap.nodes[n.parent].attached and i in snap.nodes[n.parent].children:
+                out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + ck + ' ', color=RED)};")
+            elif n.parent in drawn:
+                out.append(f"  n{n.parent} -> n{i} {_attrs(label=' was ' + ck + ' ', style='dotted', color='#9ca3af', fontcolor=GREY, penwidth='2', arrowhead='none')};")
+            for j, _ in enumerate(snap.holders.get(i, ())):
+                out.append(f"  h{i}_{j} -> n{i} {_attrs(style='dashed', color=RED, arrowsize='0.7')};")
+    if legend:
+        out += _legend(hide_host, hide_mamba)
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+@lru_cache(maxsize=2048)
+def render_svg(dot_source: str) -> str:
+    """SVG text for ``dot_source`` (runs Graphviz ``dot``; cached by the DOT text), without the XML prolog."""
+    return _strip(_run_dot(dot_source, "svg").decode("utf-8"))
+
+
+def render_png(dot_source: str, dpi: int = 110) -> bytes:
+    """PNG bytes for ``dot_source`` (for a projector, a notebook ``Image``, or a PR comment)."""
+    return _run_dot(dot_source, "png", f"-Gdpi={dpi}")
+
+
+def render_many(sources: list[str]) -> list[str]:
+    """SVGs for many DOT sources with one ``dot`` process (fast precomputation); fills ``render_svg``'s cache."""
+    todo = list(dict.fromkeys(s for s in sources if not _cached(s)))
+    if todo:
+        raw = _run_dot("".join(todo), "svg").decode("utf-8")
+        parts = [p + "</svg>" for p in raw.split("</svg>")[:-1]]
+        if len(parts) != len(todo):  # dot split the input differently: fall back to one process each
+            parts = [_run_dot(s, "svg").decode("utf-8") for s in todo]
+        for src, svg in zip(todo, parts):
+            _SEED[src] = _strip(svg)
+            render_svg(src)
+    return [render_svg(s) for s in sources]
+
+
+_SEED: dict[str, str] = {}
+
+
+def _cached(src: str) -> bool:
+    return src in _SEED
+
+
+def _strip(svg: str) -> str:
+    start = svg.find("<svg")
+    return svg[start:].strip() if start >= 0 else svg
+
+
+def _run_dot(source: str, fmt: str, *extra: str) -> bytes:
+    import graphviz  # noqa: F401  (the declared dependency; it needs the same ``dot`` program)
+
+    try:
+        done = subprocess.run(["dot", f"-T{fmt}", *extra], input=source.encode("utf-8"), capture_output=True,
+                              timeout=60, check=False)
+    except FileNotFoundError:
+        raise graphviz.ExecutableNotFound(("dot",)) from None
+    if done.returncode != 0:
+        raise RuntimeError(f"dot failed ({done.returncode}): {done.stderr.decode(errors='replace')[:500]}")
+    return done.stdout

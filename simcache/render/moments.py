@@ -1,0 +1,116 @@
+"""Key moments of a trace, and how two traces line up: the shared vocabulary of every view.
+
+Vocabulary
+- A *moment* is a micro-step where something worth stopping at happened: ``went-stale`` (a node was detached
+  while something still held it), ``readmitted`` (a detached node entered a set, a list or an in-flight map
+  again), ``cleaned-up`` (a stale guard removed a stale node from its holders), ``violation`` (the first step of
+  an invariant violation) and ``assertion`` (the simulated cache raised).
+- The *highlight* of a step says which nodes to mark in the tree drawing. A node that went stale or was cleaned
+  up stays marked until its operation ends, so stepping by operation never skips the mark.
+- *Lockstep*: two runs of the same schedule under two presets are shown at the same operation index and the same
+  offset inside it (clamped, since one run may take more micro-steps than the other or stop earlier).
+- The *first divergence* is the first operation whose status letter or resulting tree text differs.
+
+Everything here is a pure function of a ``Recorder`` (``run.trace``).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+
+MOMENT_KINDS = ("went-stale", "readmitted", "cleaned-up", "violation", "assertion")
+
+
+def assertion_step(trace) -> int | None:
+    """The micro-step where the simulated cache raised, if it did."""
+    if trace.crashed is None:
+        return None
+    return next((s.index for s in reversed(trace.steps) if s.kind == "assertion"), None)
+
+
+def moments(trace) -> dict[str, tuple[int, ...]]:
+    """Moment kind -> sorted micro-step indices where it happens."""
+    crash = assertion_step(trace)
+    return {
+        "went-stale": tuple(sorted({e.step for e in trace.went_stale})),
+        "readmitted": tuple(sorted({e.step for e in trace.readmitted})),
+        "cleaned-up": tuple(sorted({e.step for e in trace.cleaned_up})),
+        "violation": tuple(sorted({v.step for v in trace.violations})),
+        "assertion": () if crash is None else (crash,),
+    }
+
+
+def moments_at(trace, step: int) -> tuple[str, ...]:
+    """The moment kinds that happen exactly at ``step``."""
+    return tuple(k for k, steps in moments(trace).items() if step in steps)
+
+
+def next_moment(trace, kind: str, step: int, direction: int = 1) -> int | None:
+    """The next (``direction=1``) or previous (``-1``) step after / before ``step`` with moment ``kind``."""
+    if kind not in MOMENT_KINDS:
+        raise ValueError(f"unknown moment {kind!r}; choose one of {', '.join(MOMENT_KINDS)}")
+    steps = moments(trace)[kind]
+    later = [s for s in steps if s > step] if direction > 0 else [s for s in steps if s < step][::-1]
+    return later[0] if later else None
+
+
+def op_index_of(trace, step: int) -> int:
+    """Index into ``trace.ops`` of the operation that micro-step ``step`` belongs to."""
+    firsts = [o.first_step for o in trace.ops]
+    return max(0, bisect_right(firsts, step) - 1)
+
+
+def op_end(trace, op_index: int) -> int:
+    op = trace.ops[op_index]
+    return op.last_step if op.last_step >= 0 else len(trace.steps) - 1
+
+
+def assertion_node(trace) -> int | None:
+    """The node the simulated cache was working on when its assertion fired (last node touched before it)."""
+    crash = assertion_step(trace)
+    if crash is None:
+        return None
+    for s in reversed(trace.steps[:crash]):
+        if s.node is not None:
+            return s.node
+    return None
+
+
+def highlight_at(trace, step: int) -> dict:
+    """Node ids to mark when showing ``step``: ``{"went_stale": [...], "cleaned": [...], "assertion": [...]}``."""
+    first = trace.ops[op_index_of(trace, step)].first_step if trace.ops else 0
+    out: dict[str, list[int]] = {
+        "went_stale": sorted({e.node for e in trace.went_stale if first <= e.step <= step}),
+        "cleaned": sorted({e.node for e in trace.cleaned_up if first <= e.step <= step}),
+        "assertion": [],
+    }
+    crash = assertion_step(trace)
+    if crash is not None and step >= crash:
+        node = assertion_node(trace)
+        out["assertion"] = [] if node is None else [node]
+    return out
+
+
+def lockstep(trace_a, trace_b, step_a: int) -> int:
+    """The step of ``trace_b`` shown beside ``step_a`` of ``trace_a``: same operation, same offset, clamped."""
+    if not trace_b.steps:
+        return 0
+    k = op_index_of(trace_a, step_a)
+    if k >= len(trace_b.ops):
+        return len(trace_b.steps) - 1
+    offset = step_a - trace_a.ops[k].first_step
+    b = trace_b.ops[k]
+    return min(b.first_step + offset, op_end(trace_b, k))
+
+
+def first_divergence(trace_a, trace_b) -> int | None:
+    """Index of the first operation whose status or resulting tree differs between the two runs, else None."""
+    for k in range(max(len(trace_a.ops), len(trace_b.ops))):
+        if k >= len(trace_a.ops) or k >= len(trace_b.ops):
+            return k
+        a, b = trace_a.ops[k], trace_b.ops[k]
+        if a.status != b.status:
+            return k
+        if trace_a.snapshots and trace_b.snapshots:
+            if trace_a.snapshots[op_end(trace_a, k)].tree_text != trace_b.snapshots[op_end(trace_b, k)].tree_text:
+                return k
+    return None
