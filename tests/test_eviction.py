@@ -7,9 +7,11 @@ host happens behind the story's back.
 """
 from __future__ import annotations
 
+import pytest
 from helpers import assert_counters_match_tree, free_lists, make_cache, node_at, snapshot
 
 from simcache.driver import Driver
+from simcache.errors import CacheAssertion
 from simcache.state import tree_slot_lines
 
 EMPTY = dict(full_lru=[], mamba_lru=[], host_mamba_lru=[], device_leaves=[], host_leaves=[])
@@ -255,3 +257,23 @@ def test_a_demoted_parent_waits_for_its_children_and_host_eviction_removes_leave
     cache.evict_host(1)  # 4 goes, and the cascade deletes the host-only tombstone 1,2 with its host copy
     assert snapshot(cache) == dict(tree=[], sizes=sizes(0, 0, 0, 0), **EMPTY)
     assert sorted(free_lists(cache)["host_kv"]) == list(range(8))
+
+
+def test_illegal_calls_raise_sglangs_message_and_leave_the_state_unchanged():
+    cache = device_only_cache()
+    drv = Driver(cache)
+    drv.finish(drv.start([1, 2]))
+    drv.finish(drv.start([1, 2, 3]))
+    top, leaf = node_at(cache, [1, 2]), node_at(cache, [1, 2], [3])
+    assert (top.id, leaf.id) == (7, 8)
+    before = (snapshot(cache), tree_slot_lines(cache), free_lists(cache))
+    for call, message in (
+            (lambda: cache._evict_to_host(leaf), "not backuped, node.id=8"),  # demotion needs a host copy
+            (lambda: cache._evict_regular(top), "non-leaf, node.id=7"),
+            (lambda: cache._evict_host_leaf(leaf), "not evicted, node.id=8"),
+            (lambda: cache.dec_lock_ref(leaf), "dec_lock_ref on node with node.full_lock_ref=0, node.id=8"),
+            (lambda: cache._tombstone_internal_node(leaf), "Cannot tombstone a leaf node, node.id=8")):
+        with pytest.raises(CacheAssertion) as e:
+            call()
+        assert str(e.value) == message
+        assert (snapshot(cache), tree_slot_lines(cache), free_lists(cache)) == before

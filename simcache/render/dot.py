@@ -16,15 +16,18 @@ stale nodes sorted), so tests compare it with golden files. ``render_svg`` runs 
 """
 from __future__ import annotations
 
-import subprocess
-from functools import lru_cache
+import re
+from collections import OrderedDict
 from html import escape
+
+import graphviz
 
 from ..snapshot import NodeView, Snapshot
 
 FILL = {"device": "#dbeafe", "host": "#fef3c7", "both": "#dbeafe;0.5:#fef3c7", "none": "#ffffff"}
 BORDER = {"device": "#1d4ed8", "host": "#b45309", "both": "#1d4ed8", "none": "#9ca3af"}
 RED, GREEN, GOLD, DARK_RED, MAMBA, GREY = "#dc2626", "#15803d", "#d97706", "#7f1d1d", "#c4b5fd", "#6b7280"
+LOCK, HOSTREF, TOMB = "#1e3a8a", "#92400e", "#4b5563"
 _CHANGE_FIELDS = ("key", "parent", "children", "attached", "value", "host_value", "mamba_value", "mamba_host_value",
                   "full_lock_ref", "mamba_lock_ref", "host_ref", "host_mamba_ref")
 
@@ -66,20 +69,30 @@ def _label(n: NodeView, root: bool, tags: list[tuple[str, str]], hide_host: bool
         where = n.residency if not hide_host else ("device" if n.value is not None else "evicted")
         rows.append(f"<TR>{_cell('KV: ' + where, span=2)}</TR>")
         if not hide_mamba:
-            dev = _cell("M dev", MAMBA) if n.mamba_value is not None else _cell("tombstone", "#374151", "#ffffff")
+            dev = _cell("M dev", MAMBA) if n.mamba_value is not None else _cell("tombstone", TOMB, "#ffffff")
             host = _cell("M host", MAMBA if n.mamba_host_value is not None else None,
                           "#111827" if n.mamba_host_value is not None else "#9ca3af")
             rows.append(f"<TR>{dev}{host}</TR>" if not hide_host else f"<TR>{dev}<TD></TD></TR>")
     refs = []
     if n.full_lock_ref:
-        refs.append(_cell(f"lock {n.full_lock_ref}", "#1f2937", "#ffffff", bold=True))
+        refs.append(_cell(f"lock {n.full_lock_ref}", LOCK, "#ffffff", bold=True))
     if not hide_host and (n.host_ref or n.host_mamba_ref):
-        refs.append(_cell(f"host ref {n.host_ref}/{n.host_mamba_ref}", "#78350f", "#ffffff", bold=True))
+        refs.append(_cell(f"host ref {n.host_ref}/{n.host_mamba_ref}", HOSTREF, "#ffffff", bold=True))
     if refs:
         rows.append("<TR>" + "".join(refs) + ("<TD></TD>" if len(refs) == 1 else "") + "</TR>")
     for text, bg in tags:
         rows.append(f"<TR>{_cell(text, bg, '#ffffff', bold=True, span=2)}</TR>")
     return ('<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">' + "".join(rows) + "</TABLE>>")
+
+
+def _holder_label(names: tuple[str, ...]) -> str:
+    def row(name: str) -> str:  # call frames pale, structures (sets, lists, in-flight maps) stronger
+        bg = "#fff1f2" if name.endswith(")") or "(" in name else "#fecaca"
+        return f'<TR><TD ALIGN="LEFT" BGCOLOR="{bg}">{escape(name)}</TD></TR>'
+
+    rows = "".join(row(name) for name in names)
+    return (f'<<TABLE BORDER="1" COLOR="{RED}" CELLBORDER="0" CELLSPACING="1" CELLPADDING="3">'
+            f'<TR><TD BGCOLOR="{RED}"><FONT COLOR="#ffffff"><B>still held by</B></FONT></TD></TR>{rows}</TABLE>>')
 
 
 def _changed(n: NodeView, prev: Snapshot | None) -> str | None:
@@ -125,13 +138,13 @@ def _node_line(n: NodeView, snap: Snapshot, prev: Snapshot | None, hl: dict, hid
 
 def _visible_tree(snap: Snapshot, hide_host: bool) -> list[int]:
     if not hide_host:
-        return list(snap.order)
+        return [snap.root, *snap.order]
     keep: set[int] = set()
     for nid in reversed(snap.order):  # postorder-ish: children come after parents in preorder
         n = snap.nodes[nid]
         if n.value is not None or any(c in keep for c in n.children):
             keep.add(nid)
-    return [nid for nid in snap.order if nid in keep]
+    return [snap.root] + [nid for nid in snap.order if nid in keep]
 
 
 def _detached(snap: Snapshot, hl: dict) -> list[int]:
@@ -150,18 +163,23 @@ def _detached(snap: Snapshot, hl: dict) -> list[int]:
 def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
     rows = [("device", FILL["device"], BORDER["device"], "solid")]
     if not hide_host:
-        rows += [("host", FILL["host"], BORDER["host"], "solid"), ("device + host", "#e5e7eb", "#1d4ed8", "solid")]
+        rows += [("host", FILL["host"], BORDER["host"], "solid"), ("device + host", "#dbeafe:#fef3c7", "#1d4ed8", "solid")]
     if not hide_mamba:
-        rows += [("Mamba state", MAMBA, MAMBA, "solid"), ("tombstone (no Mamba on device)", "#374151", "#374151", "solid")]
-    rows += [("lock / host ref", "#1f2937", "#1f2937", "solid"), ("new / changed", "#ffffff", GOLD, "bold"),
+        rows += [("Mamba state", MAMBA, MAMBA, "solid"), ("tombstone (no Mamba on device)", TOMB, TOMB, "solid")]
+    rows += [("lock (in use by a request)", LOCK, LOCK, "solid"), ("host ref (storage / prefetch)", HOSTREF, HOSTREF, "solid"), ("new / changed", "#ffffff", GOLD, "bold"),
              ("STALE: detached, still held", "#ffffff", RED, "dashed"), ("cleaned up by a guard", "#ffffff", GREEN,
                                                                          "double"),
              ("assertion fired here", "#ffffff", DARK_RED, "bold")]
     cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" STYLE="{"dashed" if style == "dashed" else "solid"}"> </TD>'
                     f'<TD ALIGN="LEFT">{escape(text)}</TD></TR>' for text, fill, border, style in rows)
-    label = f'<<TABLE BORDER="0" CELLSPACING="3" CELLPADDING="2"><TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>'
-    return ["  subgraph cluster_legend {", '    label=""; style="rounded"; color="#d1d5db";',
-            f"    legend {_attrs(shape='plaintext', label=label, fontsize='11')};", "  }"]
+    label = (f'<<TABLE BORDER="1" COLOR="#d1d5db" STYLE="rounded" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">'
+             f'<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>')
+    return [f"  legend {_attrs(shape='plaintext', id='legend', label=label, fontsize='11')};"]
+
+
+def legend_dot(hide_host: bool = False, hide_mamba: bool = False) -> str:
+    """DOT for the legend alone (a page that shows many drawings can show it once)."""
+    return "digraph legend {\n  graph [pad=\"0.1\"];\n" + "\n".join(_legend(hide_host, hide_mamba)) + "\n}\n"
 
 
 def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: dict | None = None,
@@ -181,12 +199,13 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
         if n.parent in drawn and n.id != snap.root:
             out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + child_key_text(n.key, page_size) + ' ')};")
     if detached:
-        out += ["  subgraph cluster_stale {", '    label="detached, but still referenced (stale)"; fontcolor="#dc2626";',
+        held = any(snap.holders.get(i) for i in detached)
+        title = "detached, but still referenced: STALE" if held else "detached from the tree"
+        out += ["  subgraph cluster_stale {", f'    label="{title}"; fontcolor="#dc2626";',
                 '    style="dashed,rounded"; color="#dc2626"; fontname="Helvetica"; fontsize="13";']
         out += ["  " + _node_line(snap.nodes[i], snap, prev, hl, hide_host, hide_mamba) for i in detached]
-        for i in detached:
-            for j, name in enumerate(snap.holders.get(i, ())):
-                out.append(f"    h{i}_{j} {_attrs(shape='note', style='filled', fillcolor='#fee2e2', color=RED, fontsize='11', label=name, id=f'h{i}_{j}')};")
+        out += [f"    h{i} {_attrs(shape='plaintext', id=f'h{i}', label=_holder_label(snap.holders[i]))};"
+                for i in detached if snap.holders.get(i)]
         out.append("  }")
         for i in detached:
             n = snap.nodes[i]
@@ -195,59 +214,64 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
                 out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + ck + ' ', color=RED)};")
             elif n.parent in drawn:
                 out.append(f"  n{n.parent} -> n{i} {_attrs(label=' was ' + ck + ' ', style='dotted', color='#9ca3af', fontcolor=GREY, penwidth='2', arrowhead='none')};")
-            for j, _ in enumerate(snap.holders.get(i, ())):
-                out.append(f"  h{i}_{j} -> n{i} {_attrs(style='dashed', color=RED, arrowsize='0.7')};")
+            if snap.holders.get(i):
+                out.append(f"  h{i} -> n{i} {_attrs(style='dashed', color=RED, penwidth='2', label=' holds ', fontcolor=RED)};")
     if legend:
-        out += _legend(hide_host, hide_mamba)
+        out += _legend(hide_host, hide_mamba) + [f"  {{rank=same; n{snap.root}; legend;}}"]
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-@lru_cache(maxsize=2048)
+class _LRU:
+    """A small LRU map: DOT text -> SVG text."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.data = size, OrderedDict()
+
+    def get(self, key: str) -> str | None:
+        if key in self.data:
+            self.data.move_to_end(key)
+        return self.data.get(key)
+
+    def put(self, key: str, value: str) -> None:
+        self.data[key] = value
+        self.data.move_to_end(key)
+        while len(self.data) > self.size:
+            self.data.popitem(last=False)
+
+
+SVG_CACHE = _LRU(4096)
+
+
 def render_svg(dot_source: str) -> str:
-    """SVG text for ``dot_source`` (runs Graphviz ``dot``; cached by the DOT text), without the XML prolog."""
-    return _strip(_run_dot(dot_source, "svg").decode("utf-8"))
+    """SVG text for ``dot_source`` (Graphviz ``dot``; LRU-cached by the DOT text), without the XML prolog."""
+    svg = SVG_CACHE.get(dot_source)
+    if svg is None:
+        svg = _strip(graphviz.pipe("dot", "svg", dot_source.encode("utf-8")).decode("utf-8"))
+        SVG_CACHE.put(dot_source, svg)
+    return svg
+
+
+def render_many(sources: list[str]) -> list[str]:
+    """SVGs for many DOT sources with one ``dot`` process (fast precomputation); fills the cache."""
+    todo = [s for s in dict.fromkeys(sources) if SVG_CACHE.get(s) is None]
+    if todo:
+        raw = graphviz.pipe("dot", "svg", "".join(todo).encode("utf-8")).decode("utf-8")
+        parts = [p + "</svg>" for p in raw.split("</svg>")[:-1]]
+        if len(parts) == len(todo):  # else dot split the input differently: render_svg does them one by one
+            for src, svg in zip(todo, parts):
+                SVG_CACHE.put(src, _strip(svg))
+    return [render_svg(s) for s in sources]
 
 
 def render_png(dot_source: str, dpi: int = 110) -> bytes:
     """PNG bytes for ``dot_source`` (for a projector, a notebook ``Image``, or a PR comment)."""
-    return _run_dot(dot_source, "png", f"-Gdpi={dpi}")
-
-
-def render_many(sources: list[str]) -> list[str]:
-    """SVGs for many DOT sources with one ``dot`` process (fast precomputation); fills ``render_svg``'s cache."""
-    todo = list(dict.fromkeys(s for s in sources if not _cached(s)))
-    if todo:
-        raw = _run_dot("".join(todo), "svg").decode("utf-8")
-        parts = [p + "</svg>" for p in raw.split("</svg>")[:-1]]
-        if len(parts) != len(todo):  # dot split the input differently: fall back to one process each
-            parts = [_run_dot(s, "svg").decode("utf-8") for s in todo]
-        for src, svg in zip(todo, parts):
-            _SEED[src] = _strip(svg)
-            render_svg(src)
-    return [render_svg(s) for s in sources]
-
-
-_SEED: dict[str, str] = {}
-
-
-def _cached(src: str) -> bool:
-    return src in _SEED
+    src = dot_source.replace("{\n", f"{{\n  graph [dpi=\"{dpi}\"];\n", 1)
+    return graphviz.pipe("dot", "png", src.encode("utf-8"))
 
 
 def _strip(svg: str) -> str:
+    """Drop the XML prolog and Graphviz's comments (an inline SVG needs neither)."""
     start = svg.find("<svg")
-    return svg[start:].strip() if start >= 0 else svg
-
-
-def _run_dot(source: str, fmt: str, *extra: str) -> bytes:
-    import graphviz  # noqa: F401  (the declared dependency; it needs the same ``dot`` program)
-
-    try:
-        done = subprocess.run(["dot", f"-T{fmt}", *extra], input=source.encode("utf-8"), capture_output=True,
-                              timeout=60, check=False)
-    except FileNotFoundError:
-        raise graphviz.ExecutableNotFound(("dot",)) from None
-    if done.returncode != 0:
-        raise RuntimeError(f"dot failed ({done.returncode}): {done.stderr.decode(errors='replace')[:500]}")
-    return done.stdout
+    svg = svg[start:].strip() if start >= 0 else svg
+    return re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)

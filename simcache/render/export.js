@@ -1,0 +1,98 @@
+// simcache export page: swaps pre-rendered frames in and out. Data: the JSON block #simcache-data
+// (svgs and html are deduplicated strings; each frame names them by index). No network, no libraries.
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("simcache-data").textContent);
+  var F0 = D.runs[0].frames, N = F0.length, cur = 0;
+  var $ = function (id) { return document.getElementById(id); };
+  var slider = $("slider");
+  slider.max = String(N - 1);
+  var opLast = [];  // frame indices that are the last frame of their operation (the state after it)
+  for (var i = 0; i < N; i++) { if (i === N - 1 || F0[i + 1].op !== F0[i].op) { opLast.push(i); } }
+  var marks = F0.map(function (f, i) {
+    var m = {};
+    D.runs.forEach(function (r) { r.frames[i].marks.forEach(function (k) { m[k] = true; }); });
+    return m;
+  });
+
+  function show(i) {
+    cur = Math.max(0, Math.min(N - 1, i));
+    D.runs.forEach(function (r, j) {
+      var f = r.frames[cur], sec = $("run" + j);
+      sec.querySelector(".caption").textContent = f.caption;
+      var tree = sec.querySelector(".tree");
+      tree.innerHTML = D.svgs[f.svg];
+      if (f.focus !== null) {
+        var g = tree.querySelector('g[id="n' + f.focus + '"]');
+        if (g) { g.classList.add("focus"); }
+      }
+      var c = sec.querySelector(".tl-cursor");
+      if (c) { c.setAttribute("x1", f.x); c.setAttribute("x2", f.x); }
+      sec.classList.toggle("diverged", D.divergence !== null && f.op >= D.divergence);
+    });
+    var f = F0[cur];
+    $("explanation").innerHTML = D.html[f.expl];
+    $("stack").innerHTML = D.html[f.stack];
+    $("invariants").innerHTML = D.html[f.inv];
+    $("panels").innerHTML = f.panels.map(function (k) { return D.html[k]; }).join("");
+    slider.value = String(cur);
+    $("pos").textContent = "frame " + (cur + 1) + " / " + N + " \u00b7 step " + f.step + " \u00b7 op " + f.op;
+    document.body.setAttribute("data-frame", String(cur));
+    document.body.setAttribute("data-step", String(f.step));
+  }
+
+  function stepOp(d) {
+    var t;
+    if (d > 0) { t = opLast.filter(function (k) { return k > cur; })[0]; }
+    else { t = opLast.filter(function (k) { return k < cur; }).pop(); }
+    show(t === undefined ? (d > 0 ? N - 1 : 0) : t);
+  }
+
+  function jump(kind) {
+    for (var k = 1; k <= N; k++) {
+      var i = (cur + k) % N;  // wraps around: from the end, a jump goes back to the first one
+      if (marks[i][kind]) { show(i); return true; }
+    }
+    return false;
+  }
+
+  function toStep(runIndex, step) {
+    var fr = D.runs[runIndex].frames;
+    for (var i = 0; i < N; i++) { if (fr[i].step >= step) { show(i); return; } }
+    show(N - 1);
+  }
+
+  $("btn-first").onclick = function () { show(0); };
+  $("btn-last").onclick = function () { show(N - 1); };
+  $("btn-prev").onclick = function () { show(cur - 1); };
+  $("btn-next").onclick = function () { show(cur + 1); };
+  $("btn-prev-op").onclick = function () { stepOp(-1); };
+  $("btn-next-op").onclick = function () { stepOp(1); };
+  slider.oninput = function () { show(parseInt(slider.value, 10)); };
+  Array.prototype.forEach.call(document.querySelectorAll("button.jump"), function (b) {
+    var kind = b.getAttribute("data-kind");
+    if (!marks.some(function (m) { return m[kind]; })) { b.disabled = true; b.title = "none in this run"; }
+    b.onclick = function () { jump(kind); };
+  });
+  if ($("btn-divergence")) {
+    $("divergence").textContent = D.divergence_text;
+    $("btn-divergence").onclick = function () {
+      var t = opLast.filter(function (k) { return F0[k].op >= D.divergence; })[0];
+      show(t === undefined ? N - 1 : t);
+    };
+  }
+  D.runs.forEach(function (r, j) {
+    Array.prototype.forEach.call($("run" + j).querySelectorAll("g.tl-op, g.tl-moment"), function (g) {
+      g.style.cursor = "pointer";
+      g.addEventListener("click", function () { toStep(j, parseInt(g.getAttribute("data-step"), 10)); });
+    });
+  });
+  document.addEventListener("keydown", function (e) {
+    var keys = { ArrowRight: function () { show(cur + 1); }, ArrowLeft: function () { show(cur - 1); },
+      ArrowDown: function () { stepOp(1); }, ArrowUp: function () { stepOp(-1); },
+      Home: function () { show(0); }, End: function () { show(N - 1); },
+      s: function () { jump("went-stale"); }, a: function () { jump("assertion"); } };
+    if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
+  });
+  show(0);
+})();
