@@ -106,8 +106,8 @@ def render_page(run, compare=None) -> str:
         f'<div class="tree sc-tree"></div><div class="timeline">{timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}")}</div></section>'
         for i, r in enumerate([run] + ([compare] if compare is not None else [])))
     buttons = "".join(f'<button id="btn-{k}" title="{t}">{label}</button>' for k, label, t in (
-        ("first", "&#9198; first", "Home"), ("prev-op", "&#9664;&#9664; op", "Up"), ("prev", "&#9664; step", "Left"),
-        ("next", "step &#9654;", "Right"), ("next-op", "op &#9654;&#9654;", "Down"), ("last", "last &#9197;", "End")))
+        ("first", "|&#9664; first", "Home"), ("prev-op", "&#9664;&#9664; op", "Up"), ("prev", "&#9664; step", "Left"),
+        ("next", "step &#9654;", "Right"), ("next-op", "op &#9654;&#9654;", "Down"), ("last", "last &#9654;|", "End")))
     jumps = "".join(f'<button class="jump" data-kind="{k}" id="jump-{k}">{k.replace("-", " ")} &#8631;</button>'
                     for k in MOMENT_KINDS)
     div = '<button id="btn-divergence">first divergence</button>' if data["divergence"] is not None else ""
@@ -118,9 +118,9 @@ def render_page(run, compare=None) -> str:
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
             f'<p id="divergence" class="sc-bad"></p><div id="layout" class="layout-{len(data["runs"])}">'
-            f'<div id="cols" class="cols-{len(data["runs"])}">{cols}<details class="legend" open><summary>legend</summary>'
-            f"{render_svg(legend_dot())}</details></div>"
-            f'<div id="side"><div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
+            f'<div id="cols" class="cols-{len(data["runs"])}">{cols}</div>'
+            f'<div id="side"><details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
+            f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
             f'<div id="panels"></div></div></div>'
             f'<script type="application/json" id="simcache-data">{blob}</script><script>{script}</script>'
             f"</body></html>")

@@ -144,7 +144,7 @@ class Player:
     def __init__(self, run, compare=None, *, precompute: bool = True) -> None:
         W = _widgets()
         self.model = m = PlayerModel(run, compare, precompute=precompute)
-        b = dict(first="⏮ first", prev_op="◀◀ op", prev="◀ step", next="step ▶", next_op="op ▶▶", last="last ⏭",
+        b = dict(first="|◀ first", prev_op="◀◀ op", prev="◀ step", next="step ▶", next_op="op ▶▶", last="last ▶|",
                  jump_prev="◀ jump", jump_next="jump ▶", divergence="go to divergence")
         self.buttons = {k: W.Button(description=v, layout=W.Layout(width="auto")) for k, v in b.items()}
         self.slider = W.IntSlider(value=0, min=0, max=m.num_steps - 1, description="step",

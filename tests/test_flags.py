@@ -60,8 +60,8 @@ def test_stale_guards_turn_scenario_As_assertion_into_a_warning_and_a_leak():
     assert outcome(unguarded) == (X, "_evict_host_leaf", 3) and unguarded["warnings"] == []
     guarded = run_ops(doc, "described_fix")
     assert outcome(guarded) == CLEAN
-    assert guarded["warnings"] == ["Skip stale HiMamba eviction node_id=7 reason=stale node in _evict_host_leaf "
-                                   "parent_id=2 child_key=1"]
+    assert guarded["warnings"] == [("Skip stale HiMamba eviction node_id=7 reason=stale node in _evict_host_leaf "
+                                    "parent_id=2 child_key=1")]
     assert guarded["accounting"]["host_kv"]["leaked"] == [0, 1]
     # added to merged_fix, the guards alone make the same difference
     assert outcome(run_ops(doc, flags=preset("merged_fix").with_(stale_guards=True))) == CLEAN
@@ -92,8 +92,8 @@ def test_guard_before_asserts_skips_a_stale_node_that_would_trip_the_non_leaf_as
 
     cache, node = _stale_parent_with_a_child(preset("reviewed_fix"))
     assert cache._evict_regular(node) == (0, 0)
-    assert cache.warnings == ["Skip stale HiMamba eviction node_id=7 reason=stale node in _evict_regular "
-                              "parent_id=2 child_key=1"]
+    assert cache.warnings == [("Skip stale HiMamba eviction node_id=7 reason=stale node in _evict_regular "
+                               "parent_id=2 child_key=1")]
     assert snapshot(cache) == {**before, "full_lru": ["1,2,3/4 (detached)"], "mamba_lru": ["1,2,3/4 (detached)"]}
     assert node.value == [0, 1, 2]  # skipped: nothing freed
 

@@ -29,7 +29,7 @@ def ids(lru: LRUList) -> list[int]:
 
 
 def test_insert_puts_at_the_mru_end_reset_moves_there_remove_unlinks():
-    root, a, b, c, x = _tree()
+    _, a, b, c, _ = _tree()
     lru = LRUList("full")
     for n in (a, b, c):
         lru.insert_mru(n)
@@ -68,7 +68,7 @@ def test_the_mamba_list_resets_only_ancestors_that_hold_a_device_mamba_state():
 
 
 def test_reset_node_and_parents_requires_each_qualifying_node_to_be_listed():
-    root, a, b, c, x = _tree()
+    root, _, _, c, x = _tree()
     lru = LRUList("full")
     lru.insert_mru(c)
     lru.insert_mru(x)
@@ -78,7 +78,7 @@ def test_reset_node_and_parents_requires_each_qualifying_node_to_be_listed():
 
 
 def test_lru_walk_skips_locked_nodes_toward_the_mru_end():
-    root, a, b, c, x = _tree()
+    _, a, b, c, x = _tree()
     lru = LRUList("full")
     for n in (a, b, c, x):
         lru.insert_mru(n)
@@ -98,7 +98,7 @@ def test_lru_walk_skips_locked_nodes_toward_the_mru_end():
 
 
 def test_the_full_list_ignores_mamba_locks_and_the_mamba_lists_ignore_full_locks():
-    root, a, b, c, x = _tree()
+    _, a, b, _, _ = _tree()
     full, mamba, host = LRUList("full"), LRUList("mamba"), LRUList("host_mamba")
     for lru in (full, mamba, host):
         lru.insert_mru(a)
@@ -122,7 +122,7 @@ def test_an_empty_list_has_no_candidate():
     ("host_mamba", "Inserting host mamba tombstone node in lru list: node.id=7"),
 ])
 def test_mamba_lists_refuse_to_insert_a_tombstone(kind, message):
-    root, a, b, c, x = _tree()
+    _, a, b, _, _ = _tree()
     lru = LRUList(kind)
     lru.insert_mru(b)
     a.mamba_value = a.mamba_host_value = None
@@ -139,7 +139,7 @@ def test_mamba_lists_refuse_to_insert_a_tombstone(kind, message):
      "Removing host mamba tombstone node from lru list: node.id=7"),
 ])
 def test_a_member_that_lost_its_state_can_be_neither_reset_nor_removed(kind, reset_msg, remove_msg):
-    root, a, b, c, x = _tree()
+    _, a, b, _, _ = _tree()
     lru = LRUList(kind)
     lru.insert_mru(a)
     lru.insert_mru(b)
@@ -158,7 +158,7 @@ def test_a_member_that_lost_its_state_can_be_neither_reset_nor_removed(kind, res
 
 
 def test_the_full_list_accepts_nodes_without_mamba_state():
-    root, a, b, c, x = _tree()
+    _, a, _, _, _ = _tree()
     a.mamba_value = a.mamba_host_value = None
     lru = LRUList("full")
     lru.insert_mru(a)
@@ -176,7 +176,7 @@ def test_the_full_list_accepts_nodes_without_mamba_state():
      "Removing node node.id=8 not in host mamba lru", "Resetting node node.id=8 not in host mamba lru"),
 ])
 def test_membership_refusals(kind, insert_msg, remove_msg, reset_msg):
-    root, a, b, c, x = _tree()
+    _, a, b, _, _ = _tree()
     lru = LRUList(kind)
     lru.insert_mru(a)
     for action, node, message in ((lru.insert_mru, a, insert_msg), (lru.remove_node, b, remove_msg),
@@ -189,7 +189,7 @@ def test_membership_refusals(kind, insert_msg, remove_msg, reset_msg):
 
 
 def test_membership_is_by_node_id():
-    root, a, b, c, x = _tree()
+    _, a, _, _, _ = _tree()
     lru = LRUList("full")
     lru.insert_mru(a)
     twin = TreeNode(7, 0.0, (9,))  # another object with a's id: SGLang's in-list test cannot tell them apart

@@ -11,7 +11,6 @@ from simcache.driver import Driver
 from simcache.keys import child_key, match_len, page_floor
 from simcache.state import tree_slot_lines
 
-
 # --- keys -------------------------------------------------------------------------------------------------------
 
 def test_child_key_is_the_first_token_or_the_first_page():

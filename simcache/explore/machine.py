@@ -93,7 +93,7 @@ def plan_for(scenario: Scenario, flags: Flags) -> Plan:
 class Machine:
     """A cache + driver stepped one scheduler-level operation at a time (no recorder)."""
 
-    __slots__ = ("cache", "driver", "index", "crash", "pos", "turns", "statuses")
+    __slots__ = ("cache", "driver", "index", "crash", "pos", "turns", "idx", "statuses")
 
     def __init__(self, plan: Plan) -> None:
         cfg = dataclasses.replace(build_config(plan.config, plan.flags), device="cpu")
@@ -101,19 +101,20 @@ class Machine:
         self.driver = Driver(self.cache, scheduler=plan.config.get("driver") == "scheduler")
         self.index, self.crash = 0, None
         self.pos = [0] * len(plan.actors)
-        self.turns: list[str] = []
+        self.turns: list[str] = []  # actor names, in schedule order
+        self.idx: list[int] = []  # the same turns as actor indices
         self.statuses: list[str] = []
         if plan.initial:
             self._apply({"op": "inject", "nodes": list(plan.initial)})
 
     @classmethod
     def replay(cls, plan: Plan, turns) -> Machine:
+        """A machine after ``turns`` (actor indices), stopped early at a crash."""
         m = cls(plan)
-        where = {a: i for i, a in enumerate(plan.actors)}
-        for actor in turns:
+        for i in turns:
             if m.crash is not None:
                 break
-            m.step(plan, where[actor])
+            m.step(plan, i)
         return m
 
     def _apply(self, op: dict) -> str:
@@ -137,6 +138,7 @@ class Machine:
         op = plan.ops[actor][self.pos[actor_index]]
         self.pos[actor_index] += 1
         self.turns.append(actor)
+        self.idx.append(actor_index)
         return self._apply(op)
 
     def clone(self) -> Machine:
@@ -152,7 +154,8 @@ class Machine:
         new.cache = copy.deepcopy(self.cache, memo)
         new.driver = copy.deepcopy(self.driver, memo)
         new.index, new.crash = self.index, self.crash
-        new.pos, new.turns, new.statuses = list(self.pos), list(self.turns), list(self.statuses)
+        new.pos, new.turns, new.idx = list(self.pos), list(self.turns), list(self.idx)
+        new.statuses = list(self.statuses)
         return new
 
     def damage(self) -> tuple[tuple[str, tuple[int, ...]], ...]:

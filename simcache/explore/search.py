@@ -73,8 +73,8 @@ class ExploreResult:
     first_failure: Failure | None  # exhaustive: the first found (fewest preemptions); else the fewest preemptions
     damage: tuple[tuple[str, str], ...]  # "leaked:host_kv" -> the first schedule whose end state has it
     pruned: int
-    exhausted: bool  # every schedule within the bound was covered (no budget cut)
-    bounded: bool  # the bound cut some schedules off (False: the whole schedule space was covered)
+    exhausted: bool  # every schedule within the bound was covered (no budget cut, no early stop)
+    space_covered: bool  # every schedule of the scenario was covered (exhausted, and the bound cut nothing off)
     total_schedules: int  # complete interleavings of the scenario's actors
     time_s: float = field(default=0.0, compare=False)
 
@@ -159,17 +159,17 @@ class _Tally:
                 (self.best.preemptions, self.best.steps, self.best.switches, self.best.schedule):
             self.best = f
 
-    def result(self, strategy: str, preset: str, bound, seed, pruned: int, exhausted: bool, bounded: bool,
+    def result(self, strategy: str, preset: str, bound, seed, pruned: int, exhausted: bool, covered: bool,
                started: float, first: bool) -> ExploreResult:
         return ExploreResult(
             self.plan.name, preset, strategy, bound, seed, self.budget, self.runs, len(self.ends), self.failing,
             tuple(self.failing_schedules), tuple(sorted(self.outcomes.items())), self.first if first else self.best,
-            tuple(sorted(self.damage.items())), pruned, exhausted, bounded, count_schedules(self.plan.lengths),
+            tuple(sorted(self.damage.items())), pruned, exhausted, covered, count_schedules(self.plan.lengths),
             time.perf_counter() - started)
 
 
 def _finish(m: Machine) -> RunOut:
-    return tuple(m.turns_idx), m.crash, m.key() + signature(m.crash).encode(), m.damage()
+    return tuple(m.idx), m.crash, m.key() + signature(m.crash).encode(), m.damage()
 
 
 # --- workers: the plan is sent once per process ---
@@ -195,7 +195,8 @@ class _Item:
     pos: tuple[int, ...]
     cur: int  # actor of the last turn, -1 at the start
     pre: int  # preemptions used
-    machine: Machine | None = None
+    key: bytes | None = None
+    machine: Machine | None = None  # kept only for the next breadth-first layer of the same level
 
 
 def _choices(plan: Plan, item: _Item, bound: int | None) -> tuple[list[tuple[int, int]], bool]:
@@ -223,35 +224,20 @@ def _expand(plan: Plan, item: _Item, bound: int | None, mode: str) -> tuple[list
     choices, cut = _choices(plan, item, bound)
     base = item.machine
     if mode == "fork" or (mode == "keep" and base is None):
-        base = _replay(plan, item.idx)
+        base = Machine.replay(plan, item.idx)
     out: list[Child] = []
     for j, (i, pre) in enumerate(choices):
         if mode == "replay":
-            m = _replay(plan, item.idx + (i,))
+            m = Machine.replay(plan, item.idx + (i,))
         else:
             m = base if j == len(choices) - 1 else base.clone()
-            _step(m, plan, i)
+            m.step(plan, i)
         terminal = m.crash is not None or len(m.turns) == plan.total
         if terminal:
             out.append((i, pre, None, _finish(m), None))
         else:
             out.append((i, pre, m.key(), None, m if mode == "keep" else None))
     return out, cut
-
-
-def _replay(plan: Plan, idx: tuple[int, ...]) -> Machine:
-    m = Machine(plan)
-    m.turns_idx = []
-    for i in idx:
-        _step(m, plan, i)
-    return m
-
-
-def _step(m: Machine, plan: Plan, i: int) -> None:
-    if not hasattr(m, "turns_idx"):
-        m.turns_idx = []
-    m.turns_idx.append(i)
-    m.step(plan, i)
 
 
 def _expand_remote(args) -> tuple[list[Child], bool]:
@@ -262,28 +248,29 @@ def _expand_remote(args) -> tuple[list[Child], bool]:
 def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | None = None, prune: bool = True,
                jobs: int = 1, mode: str = "keep", stop_at_first: bool = False,
                progress: Progress | None = None) -> ExploreResult:
+    """Iterative preemption bounding; see the module doc. ``mode``: how a prefix's state is obtained (``keep`` the
+    parent's machine and clone it per child, ``fork``: replay the parent once and clone, ``replay`` every child)."""
     started = time.perf_counter()
     tally = _Tally(plan, budget)
-    visited: dict[bytes, int] = {}
+    visited: dict[bytes, int] = {}  # state key -> fewest preemptions it was reached with
     queues: dict[int, list[_Item]] = {0: [_Item((), (0,) * len(plan.actors), -1, 0)]}
-    pruned, bounded, stopped = 0, False, False
+    pruned, cut, stopped = 0, False, False
     pool = _pool(jobs, plan) if jobs > 1 else None
     try:
-        level = 0
-        while level in queues and not stopped:
-            frontier = [it for it in queues.pop(level) if it.machine is not None or it.idx == ()
-                        or visited.get(_key_of(it), level) >= level]
+        while queues and not stopped:
+            level = min(queues)
+            # an item queued for this level and later reached with fewer preemptions was explored there
+            frontier = [it for it in queues.pop(level) if it.key is None or visited.get(it.key, level) >= level]
             while frontier and not stopped:
                 if pool is not None:
-                    items = [_Item(it.idx, it.pos, it.cur, it.pre) for it in frontier]
-                    expanded = pool.map(_expand_remote, [(it, bound) for it in items],
-                                        chunksize=max(1, len(items) // (4 * jobs)))
+                    args = [(_Item(it.idx, it.pos, it.cur, it.pre), bound) for it in frontier]
+                    expanded: Iterable = pool.map(_expand_remote, args, chunksize=max(1, len(args) // (4 * jobs)))
                 else:
                     expanded = (_expand(plan, it, bound, mode) for it in frontier)
                 nxt: list[_Item] = []
-                for it, (children, cut) in zip(frontier, expanded):
+                for it, (children, was_cut) in zip(frontier, expanded):
                     it.machine = None
-                    bounded |= cut
+                    cut |= was_cut
                     for i, pre, key, out, m in children:
                         if out is not None:
                             tally.add(out)
@@ -299,24 +286,17 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
                             visited[key] = pre
                         pos = list(it.pos)
                         pos[i] += 1
-                        child = _Item(it.idx + (i,), tuple(pos), i, pre, m)
-                        child.key = key
+                        child = _Item(it.idx + (i,), tuple(pos), i, pre, key, m if pre == level else None)
                         (nxt if pre == level else queues.setdefault(pre, [])).append(child)
+                    if progress is not None:
+                        progress(dict(runs=tally.runs, failing=tally.failing, level=level, pruned=pruned))
                     if stopped:
                         break
-                    if progress is not None and tally.runs % 256 == 0:
-                        progress(dict(runs=tally.runs, failing=tally.failing, level=level, pruned=pruned))
                 frontier = nxt
-            level += 1
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    exhausted = not stopped
-    return tally.result("exhaustive", preset, bound, None, pruned, exhausted, bounded or stopped, started, True)
-
-
-def _key_of(it: _Item) -> bytes:
-    return getattr(it, "key", b"")
+    return tally.result("exhaustive", preset, bound, None, pruned, not stopped, not (cut or stopped), started, True)
 
 
 # --- random and PCT: schedules drawn up front (no feedback needed), run in order ---
@@ -353,13 +333,7 @@ def draw_pct(rng: random.Random, lengths: tuple[int, ...], depth: int) -> tuple[
 
 
 def run_schedule(plan: Plan, idx: tuple[int, ...]) -> RunOut:
-    m = Machine(plan)
-    m.turns_idx = []
-    for i in idx:
-        if m.crash is not None:
-            break
-        _step(m, plan, i)
-    return _finish(m)
+    return _finish(Machine.replay(plan, idx))
 
 
 def _run_remote(idx: tuple[int, ...]) -> RunOut:
@@ -387,5 +361,36 @@ def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, dept
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     covered = len(set(draws)) == count_schedules(plan.lengths)
-    return tally.result(strategy, preset, depth if strategy == "pct" else None, seed, 0, covered, not covered,
+    return tally.result(strategy, preset, depth if strategy == "pct" else None, seed, 0, covered, covered,
                         started, False)
+
+
+def explore(scenario, preset: str | None = None, flags: dict | None = None, strategy: str = "exhaustive",
+            bound: int | None = None, seed: int = 0, budget: int | None = None, jobs: int = 1, prune: bool = True,
+            mode: str = "keep", stop_at_first: bool = False, progress: Progress | None = None) -> ExploreResult:
+    """Search ``scenario``'s schedules under ``preset`` (+ ``flags``); see the module doc for the strategies.
+
+    ``bound``: the preemption bound (exhaustive; None: unbounded) or the depth (pct; default 3). ``budget``: the
+    most schedules to run (random and pct: default 1000)."""
+    from ..scenario import Scenario, load
+    from ..simulate import resolve_flags
+    from .machine import plan_for
+
+    if strategy not in STRATEGIES:
+        raise ExploreError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if mode not in MODES:
+        raise ExploreError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    for name, v, low in (("bound", bound, 0), ("budget", budget, 1), ("jobs", jobs, 1)):
+        if v is not None and (type(v) is not int or v < low):
+            raise ExploreError(f"--{name} must be a whole number >= {low}, not {v!r}")
+    if type(seed) is not int:
+        raise ExploreError(f"--seed must be a whole number, not {seed!r}")
+    sc = scenario if isinstance(scenario, Scenario) else load(scenario)
+    name, fl = resolve_flags(sc, preset, flags)
+    plan = plan_for(sc, fl)
+    if strategy == "exhaustive":
+        return exhaustive(plan, name, bound, budget, prune, jobs, mode, stop_at_first, progress)
+    depth = 3 if bound is None else bound
+    if strategy == "pct" and depth < 1:
+        raise ExploreError("--bound (the PCT depth) must be at least 1")
+    return sampled(plan, name, strategy, seed, budget or 1000, depth, jobs, stop_at_first, progress)

@@ -179,7 +179,8 @@ def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
 
 def legend_dot(hide_host: bool = False, hide_mamba: bool = False) -> str:
     """DOT for the legend alone (a page that shows many drawings can show it once)."""
-    return "digraph legend {\n  graph [pad=\"0.1\"];\n" + "\n".join(_legend(hide_host, hide_mamba)) + "\n}\n"
+    return ('digraph legend {\n  graph [pad="0.1"];\n  node [fontname="Helvetica"];\n'
+            + "\n".join(_legend(hide_host, hide_mamba)) + "\n}\n")
 
 
 def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: dict | None = None,

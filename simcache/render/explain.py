@@ -139,7 +139,7 @@ def explain_html(trace, step: int) -> str:
                      + "".join(f"<li>{escape(_gloss(h))}</li>" for h in s.holders) + "</ol>")
         if s.next_events:
             parts.append("<p>What happens next:</p><ol>" + "".join(
-                f'<li data-step="{st}"{" class=sc-bad" if st > step else ""}><b>step {st}</b>: {escape(text)}</li>'
+                f'<li data-step="{st}"{" class=sc-past" if st <= step else ""}><b>step {st}</b>: {escape(text)}</li>'
                 for st, text in s.next_events) + "</ol>")
         else:
             parts.append("<p>Nothing touches it again before the run ends.</p>")

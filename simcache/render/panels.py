@@ -40,7 +40,7 @@ PANEL_CSS = """
 .sc-stack li{white-space:nowrap}.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
 .sc-kind{display:inline-block;padding:0 5px;border-radius:3px;background:#e0e7ff;color:#1e3a8a;font-size:12px}
 .sc-explain{font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.45;max-width:60em}
-.sc-explain ol{margin:4px 0 4px 1.2em;padding:0}
+.sc-explain ol{margin:4px 0 4px 1.2em;padding:0}.sc-explain .sc-past{color:#9ca3af}
 """
 
 
