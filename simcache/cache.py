@@ -63,6 +63,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.evictable_full_device_leaves = LeafSet("evictable_full_device_leaves")
         self.evictable_full_host_leaves = LeafSet("evictable_full_host_leaves")
         self.warnings: list[str] = []  # the stale guards' log lines
+        self.detach_count = 0  # stale references can only appear in an operation that detached something
         self.crashed = None  # set by the driver when a simulated assertion ends the run
         # Node ids and the logical clock follow SGLang's construction order (LRU sentinels are nodes there),
         # so ids in assertion messages and access-time order match the real code's.
@@ -108,6 +109,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         """Pop ``node``'s slot from ``parent`` (whatever it holds now) and return what was there."""
         slot = self.ck(node.key)
         popped = parent.children.pop(slot, None)
+        self.detach_count += 1
         if self.recorder is not None:
             self.recorder.event("detach", node=node, parent=parent, slot=slot, popped=popped)
         return popped
@@ -207,6 +209,8 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
                     mamba_evictable=self.mamba_evictable_size_, mamba_protected=self.mamba_protected_size_)
 
 
-for _m in (TreeNode.release_host, TreeNode.release_host_mamba, LRUList.insert_mru, LRUList.remove_node,
+for _m in (HiMambaRadixCache._update_leaf_status, HiMambaRadixCache._update_full_device_leaf_status,
+           HiMambaRadixCache._update_full_host_leaf_status, HiMambaRadixCache._discard_from_leaf_sets,
+           HiMambaRadixCache._has_fresh_parent_link, TreeNode.release_host, TreeNode.release_host_mamba, LRUList.insert_mru, LRUList.remove_node,
            LRUList.reset_node_mru, LRUList.reset_node_and_parents_mru, LRUList.get_prev_no_lock):
     register(_m)

@@ -292,7 +292,7 @@ class HiCache:
             info = self.ongoing_prefetch.pop(cc.prefetch_revoke_queue.popleft(), None)
             if info is not None:
                 anchor, tokens, _, op = info
-                self._prefetch_abort(op)
+                self.prefetch_abort(op)
                 self._release_host_node(anchor)
                 cc.prefetch_tokens_occupied = max(0, cc.prefetch_tokens_occupied - len(tokens))
         for _ in range(n_backup):
@@ -306,7 +306,8 @@ class HiCache:
         if pages:
             self.pools.host_kv.free([i for p in pages for i in p])
 
-    def _prefetch_abort(self, op) -> None:
+    @simulated
+    def prefetch_abort(self, op) -> None:
         for t in op.mamba or ():
             if t.host_indices is not None:
                 self.pools.host_mamba.free(t.host_indices)
@@ -351,6 +352,8 @@ class HiCache:
         anchor, token_ids, host, op = self.ongoing_prefetch[req_id]
         if op.host_indices is None:
             return True
+        if not self.can_terminate_prefetch(op):
+            return False
         completed, hashes = self.controller.terminate_prefetch(op)
         mamba_host, mamba_loaded = None, False
         for t in op.mamba or ():
@@ -369,6 +372,16 @@ class HiCache:
         self.controller.prefetch_tokens_occupied -= len(token_ids)
         self.prefetch_loaded_tokens_by_reqid[req_id] = completed - matched
         return True
+
+    @simulated
+    def can_terminate_prefetch(self, op) -> bool:
+        """best_effort: always; wait_complete: once every page arrived; timeout: the same here, because the
+        simulator's clock is logical (SGLang's wall-clock timeout never fires within a scripted run)."""
+        policy = self.config.prefetch_stop_policy
+        if policy == "best_effort":
+            return True
+        completed = bool(op.hash_value) and op.completed_tokens == len(op.hash_value) * self.page_size
+        return completed or op.terminated
 
     @simulated
     def _insert_helper_host(self, node: TreeNode, key: Key, host_value: list[int], hash_value,

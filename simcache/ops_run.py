@@ -25,8 +25,9 @@ OP_FIELDS = {"request": {"tokens"}, "start": {"tokens"}, "finish_oldest": set(),
              "evict_mamba": {"n"}, "evict_host": {"n"}, "events": set(), "l3_ack": set(), "prefetch": {"tokens"},
              "prefetch_done": {"n", "mamba_hit"}, "inject": {"nodes"}}
 # operations the simulator adds to the oracle's (optional fields in brackets in the docs)
-EXTRA_OPS = {"finish": {"rid"}, "write_ack": set(), "load_ack": set()}
-OPTIONAL_FIELDS = {"start": {"rid"}, "request": {"rid"}, "write_ack": {"n"}, "load_ack": {"n"}}
+EXTRA_OPS = {"finish": set(), "write_ack": set(), "load_ack": set()}
+# ``finish`` without ``rid`` finishes the actor's oldest open request (scenario.linearize names it)
+OPTIONAL_FIELDS = {"start": {"rid"}, "request": {"rid"}, "finish": {"rid"}, "write_ack": {"n"}, "load_ack": {"n"}}
 NODE_FIELDS = {"key", "parent", "device", "mamba", "host", "mamba_host", "hash", "l3_backup"}
 MAX_TOKENS = 1 << 20
 
@@ -40,7 +41,7 @@ def check_config(raw: Any, where: str = "config") -> dict:
         raw = {}
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where} must be an object of settings, like {{\"policy\": \"write_through\"}}")
-    unknown = sorted(set(raw) - set(DEFAULTS) - OTHER_CONFIG)
+    unknown = sorted(map(str, set(raw) - set(DEFAULTS) - OTHER_CONFIG))
     if unknown:
         raise ScenarioError(f"{where} has unknown key(s) {', '.join(unknown)}; known keys: "
                             f"{', '.join(sorted(set(DEFAULTS) | OTHER_CONFIG))}")
@@ -57,6 +58,12 @@ def check_config(raw: Any, where: str = "config") -> dict:
         raise ScenarioError(f"{where}.policy must be one of {', '.join(POLICIES)}, not {cfg['policy']!r}")
     if cfg["driver"] not in ("fuzz", "scheduler"):
         raise ScenarioError(f"{where}.driver must be fuzz or scheduler, not {cfg['driver']!r}")
+    if cfg["prefetch_stop_policy"] not in ("best_effort", "wait_complete", "timeout"):
+        raise ScenarioError(f"{where}.prefetch_stop_policy must be best_effort, wait_complete or timeout, "
+                            f"not {cfg['prefetch_stop_policy']!r}")
+    for k in ("mamba_extra_buffer", "auto_complete"):
+        if k in cfg and type(cfg[k]) is not bool:
+            raise ScenarioError(f"{where}.{k} must be true or false, not {cfg[k]!r}")
     if cfg.get("mamba_extra_buffer", cfg["page_size"] > 1) != (cfg["page_size"] > 1):
         raise ScenarioError(f"{where}.mamba_extra_buffer must be true exactly when page_size > 1")
     cfg.setdefault("write_through_threshold", 1 if cfg["policy"] == "write_through" else 2)
@@ -66,18 +73,20 @@ def check_config(raw: Any, where: str = "config") -> dict:
 def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
     known = {**OP_FIELDS, **(EXTRA_OPS if allow_extra else {})}
     kind = op.get("op") if isinstance(op, dict) else None
-    if kind not in known:
+    if not isinstance(kind, str) or kind not in known:
         raise ScenarioError(f"op {i}: unknown op {kind!r}; known ops: {', '.join(known)}")
     fields = set(op) - {"op", "note"}
     need, opt = known[kind], OPTIONAL_FIELDS.get(kind, set())
     if not (need <= fields <= need | opt):
         want = ", ".join(sorted(need)) or "no fields"
         raise ScenarioError(f"op {i} ({kind}) needs exactly {want}"
-                            + (f" (optionally {', '.join(sorted(opt))})" if opt else "") + f"; it has {sorted(fields)}")
+                            + (f" (optionally {', '.join(sorted(opt))})" if opt else "")
+                            + f"; it has {sorted(map(str, fields))}")
     if "tokens" in op:
         t = op["tokens"]
         if not (isinstance(t, list) and t and all(_is_int(x) and 0 <= x < 1 << 62 for x in t)):
-            raise ScenarioError(f"op {i} ({kind}): tokens must be a non-empty list of whole numbers >= 0")
+            raise ScenarioError(f"op {i} ({kind}): tokens must be a non-empty list of whole numbers from 0 to "
+                                f"2**62 - 1, like [1, 2, 3]")
         if len(t) > MAX_TOKENS:
             raise ScenarioError(f"op {i} ({kind}): {len(t)} tokens is too many; keep requests under {MAX_TOKENS}")
     for k in ("n",):
@@ -145,6 +154,7 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
         recorder.attach(cache, drv)
     status, steps, crash, step, first_stale = [], [], None, None, None
     for i, (actor, op) in enumerate(ops):
+        detaches = cache.detach_count
         if recorder is not None:
             recorder.begin_op(i, op, actor)
         try:
@@ -168,7 +178,7 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
             on_step(i, cache, drv)
         if step is not None:
             break
-        if first_stale is None and stale_refs(cache):
+        if first_stale is None and cache.detach_count != detaches and stale_refs(cache):
             first_stale = i
     live = list(drv.live.values())
     out = dict(

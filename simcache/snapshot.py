@@ -117,11 +117,25 @@ def holder_map(cache, frames: Mapping[int, tuple[str, ...]] = (), current=None) 
     return out
 
 
-def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), current=None,
-         stack: tuple[str, ...] = (), known: Mapping[int, object] | None = None) -> Snapshot:
-    """Snapshot ``cache``. ``frames``: node id -> call frames holding it; ``known``: id -> node objects that
-    may be detached but are worth drawing (went stale earlier)."""
+def pool_views(cache, live_requests=(), leaked: Mapping[str, tuple[int, ...]] | None = None) -> dict:
+    """Per-pool free / used / leaked / double-freed slots (``leaked`` computed unless given)."""
     from .state import accounting
+
+    if leaked is None:
+        leaked = {name: tuple(a["leaked"]) for name, a in accounting(cache, live_requests).items()}
+    out = {}
+    for name, p in cache.pools.all().items():
+        dbl = sorted({s for d in p.double_frees for s in d.slots})
+        out[name] = PoolView(name, p.size, tuple(p.free_slots), tuple(sorted(p.used_slots())),
+                             tuple(leaked.get(name, ())), tuple(dbl))
+    return out
+
+
+def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), current=None,
+         stack: tuple[str, ...] = (), known: Mapping[int, object] | None = None,
+         pools: Mapping[str, PoolView] | None = None) -> Snapshot:
+    """Snapshot ``cache``. ``frames``: node id -> call frames holding it; ``known``: id -> node objects that
+    may be detached but are worth drawing (went stale earlier); ``pools``: precomputed pool views."""
 
     att = attached_ids(cache)
     order = dfs(cache, att)
@@ -152,12 +166,8 @@ def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), cu
             tuple(c.id for c in n.children.values()), id(n) in att, _t(n.value), _t(n.host_value),
             _t(n.mamba_value), _t(n.mamba_host_value), n.full_lock_ref, n.mamba_lock_ref, n.host_ref_counter,
             n.host_mamba_ref_counter, n.hit_count, float(n.last_access_time), depth.get(nid, 0))
-    acct = accounting(cache, live_requests)
-    pools = {}
-    for name, p in cache.pools.all().items():
-        dbl = sorted({s for d in p.double_frees for s in d.slots})
-        pools[name] = PoolView(name, p.size, tuple(p.free_slots), tuple(sorted(p.used_slots())),
-                               tuple(acct[name]["leaked"]), tuple(dbl))
+    if pools is None:
+        pools = pool_views(cache, live_requests)
     holders = {nid: tuple(names) for nid, names in hold.items() if nid in nodes}
     stale = tuple(sorted(nid for nid, v in nodes.items() if not v.attached and holders.get(nid)))
     return Snapshot(

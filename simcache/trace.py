@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all
 from .keys import format_key
 from .node import TreeNode
-from .snapshot import Snapshot, take
+from .snapshot import Snapshot, pool_views, take
 from .state import attached_ids
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
@@ -120,7 +120,9 @@ class Recorder:
         self._pending: dict[str, tuple[int, str]] = {}
         self._active: set[str] = set()
         self._known: dict[int, TreeNode] = {}
-        self._detached: set[int] = set()  # ids of nodes that have been detached at least once
+        self._detached: set[int] = set()
+        self._pools = None  # pool views, recomputed after a pool event (slot scans are the costly part)
+        self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one, slots are in transit)  # ids of nodes that have been detached at least once
         self.cache = self.driver = None
 
     # --- wiring ---
@@ -149,6 +151,11 @@ class Recorder:
     def end_op(self, index: int, status: str) -> None:
         rec = self.ops[-1]
         rec.status, rec.last_step = status, len(self.steps) - 1
+        if self.want_snapshots and self.cache is not None:
+            self._leaked = {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
+            self._pools = None
+            if self.snapshots:  # the op's last frame shows the leaks as of the boundary
+                self.snapshots[-1] = self._snap()
         if self.want_invariants:
             self._close_invariants()
 
@@ -184,6 +191,7 @@ class Recorder:
             self._check_readmission(node, "ongoing_write_through")
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
+        self._pools = None
         self._add(what, None, f"{what.replace('_', ' ')} {pool} {list(slots)}", dict(pool=pool, slots=list(slots)))
 
     def _lru_event(self, kind: str, what: str, node) -> None:
@@ -219,8 +227,10 @@ class Recorder:
         return {k: tuple(v) for k, v in out.items()}
 
     def _snap(self) -> Snapshot:
+        if self._pools is None:
+            self._pools = pool_views(self.cache, leaked=self._leaked)
         return take(self.cache, self._live(), self.frame_holders(), self._current,
-                    tuple(f for f, _ in self._frames), self._known)
+                    tuple(f for f, _ in self._frames), self._known, self._pools)
 
     def _outer_holders(self, node: TreeNode) -> list[str]:
         """Holders of ``node`` that will use it after the current eviction returns."""

@@ -36,6 +36,7 @@ class TreeOps:
         value, best, best_len = self._match_prefix_helper(key)
         return self._match_post_processor(value, best, best_len)
 
+    @simulated
     def _match_prefix_helper(self, key: Key):
         node = self.root_node
         value: list[list[int]] = []
@@ -61,6 +62,7 @@ class TreeOps:
             best_len, best = len(value), node
         return value, best, best_len
 
+    @simulated
     def _match_post_processor(self, value, best: TreeNode, best_len: int) -> MatchResult:
         lru_node = best
         while lru_node is not self.root_node and lru_node.value is None:

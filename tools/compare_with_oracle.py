@@ -33,7 +33,8 @@ def random_doc(rng: random.Random) -> dict:
     cfg = dict(policy=policy, storage=storage, page_size=ps, device_kv=rng.choice([12, 16, 24, 32]),
                device_mamba=rng.choice([3, 4, 6, 8]), host_kv=rng.choice([2, 4, 6, 8]),
                host_mamba=rng.choice([1, 2, 4, 8]), driver=rng.choice(["fuzz", "scheduler"]),
-               load_back_threshold=rng.choice([1, 2, 10]))
+               load_back_threshold=rng.choice([1, 2, 10]),
+               prefetch_stop_policy=rng.choice(["best_effort", "best_effort", "wait_complete", "timeout"]))
     alphabet = [1, 2, 3, 4, 5]
     prefixes = [[1, 2], [1, 2, 3, 4], [5, 6], [1, 3]]
 
