@@ -13,8 +13,9 @@ slot, calling ``evict_mamba_host`` once on shortage and rolling back on failure.
 
 ``auto_complete`` (the default, as the oracle's controller behaves) marks each copy complete at once, so the next
 check consumes its ack; with ``auto_complete=False`` copies complete only through ``complete_writes`` /
-``complete_loads``, which is how a schedule delays an ack. With CUDA, copies run on a side stream and the ack
-waits for its event, so the order stays deterministic.
+``complete_loads``, which is how a schedule delays an ack. With CUDA, copies run asynchronously on a side
+stream and record an event; processing an ack synchronizes on that event, so the data is really there when the
+cache acts on the ack, while *when* an ack counts as delivered stays a decision of the schedule (deterministic).
 """
 from __future__ import annotations
 
@@ -221,10 +222,8 @@ class CacheController:
         return op.completed_tokens, op.hash_value
 
     def append_host_mem_release(self, host_indices: Slots) -> None:
-        ps = self.pools.host_kv  # page-granular release, as the real controller queues it
-        for i in range(0, len(host_indices), self.page_size):
+        for i in range(0, len(host_indices), self.page_size):  # page-granular, as the real controller queues it
             self.host_mem_release_queue.append(list(host_indices[i : i + self.page_size]))
-        del ps
 
 
 def _complete(queue: list[Ack], n: int) -> int:

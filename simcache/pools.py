@@ -123,6 +123,8 @@ class SlotPool:
     def read(self, slots: Sequence[int]) -> list[int]:
         if not slots:
             return []
+        if self.device.type == "cpu" and torch.cuda.is_available():
+            torch.cuda.synchronize()  # a side-stream copy into this pinned pool may still be in flight
         idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
         return self.data[idx].cpu().tolist()
 
@@ -148,6 +150,7 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
     if stream is None:
         dst.data[d_idx] = src.data[s_idx].to(dst.device)
         return None
+    stream.wait_stream(torch.cuda.current_stream())  # the request's KV was written on the default stream
     with torch.cuda.stream(stream):
         dst.data[d_idx] = src.data[s_idx].to(dst.device, non_blocking=True)
         ev = torch.cuda.Event()
