@@ -89,14 +89,13 @@ def main() -> int:
     print(f"workload: {a.requests} requests, {n_ops} operations, outcome {res['outcome']}, "
           f"final tree {len(res['tree'])} nodes")
     base = timed(lambda: run_ops(doc, "pre_fix"))
-    rows = [("simcache, tracing off (baseline)", base)]
     small = workload(max(200, a.requests // 10), a.seed)
     small_base = timed(lambda: run_ops(small, "pre_fix"))
     t_trace = timed(lambda: run_ops(small, "pre_fix", recorder=Recorder(snapshots=False, invariants=False)), 1)
     tiny = workload(30, a.seed, device_kv=128, host_kv=256)  # teaching size: the player's and notebooks' scale
     tiny_base = timed(lambda: run_ops(tiny, "pre_fix"))
     t_full = timed(lambda: run_ops(tiny, "pre_fix", recorder=Recorder(snapshots=True, invariants=True)), 1)
-    print(f"\n| what | time | ops/s | ratio to baseline |\n|---|---|---|---|")
+    print("\n| what | time | ops/s | ratio to baseline |\n|---|---|---|---|")
     print(f"| simcache, tracing off (baseline) | {base:.3f} s | {n_ops / base:,.0f} | 1.00 |")
     run, why = oracle_runner(a.oracle, a.vendor)
     if run is None:
@@ -119,7 +118,7 @@ def main() -> int:
     first = None
     for n in (a.requests // 100 or 10, a.requests // 10, a.requests):
         d = workload(n, a.seed, device_kv=max(64, n // 3), host_kv=max(128, 2 * n // 3))
-        t = timed(lambda: run_ops(d, "pre_fix"), 1)
+        t = timed(lambda d=d: run_ops(d, "pre_fix"), 1)
         tracemalloc.start()  # memory in a second run: tracemalloc slows Python down several times
         run_ops(d, "pre_fix")
         peak = tracemalloc.get_traced_memory()[1] / 2**20
@@ -132,7 +131,7 @@ def main() -> int:
     for n in (20, 200):
         d = workload(n, a.seed, device_kv=128, host_kv=256)
         rec = Recorder(snapshots=True, invariants=False)
-        t = timed(lambda: run_ops(d, "pre_fix", recorder=rec), 1)
+        t = timed(lambda d=d, rec=rec: run_ops(d, "pre_fix", recorder=rec), 1)
         first = first or t
         print(f"| {n} | {len(rec.steps)} | {t:.3f} s | {t / first:.1f} |")
     return 0

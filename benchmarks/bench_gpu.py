@@ -63,7 +63,7 @@ def main() -> int:
         return (time.perf_counter() - t) / a.repeat
 
     pools.device_kv.free(dev[: 0])
-    print(f"| direction | simcache controller | plain copy | GB/s (simcache) | ratio |\n|---|---|---|---|---|")
+    print("| direction | simcache controller | plain copy | GB/s (simcache) | ratio |\n|---|---|---|---|---|")
     for write, name in ((True, "backup D->H"), (False, "load H->D")):
         if write:
             pools.device_kv.alloc(n)  # the source slots are in use, as a node's value would be

@@ -23,7 +23,7 @@ turns that into an outcome at the operation boundary.
 """
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 from .config import CacheConfig
 from .controller import CacheController
@@ -211,6 +211,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
 
 for _m in (HiMambaRadixCache._update_leaf_status, HiMambaRadixCache._update_full_device_leaf_status,
            HiMambaRadixCache._update_full_host_leaf_status, HiMambaRadixCache._discard_from_leaf_sets,
-           HiMambaRadixCache._has_fresh_parent_link, TreeNode.release_host, TreeNode.release_host_mamba, LRUList.insert_mru, LRUList.remove_node,
+           HiMambaRadixCache._has_fresh_parent_link, TreeNode.release_host, TreeNode.release_host_mamba,
+           LRUList.insert_mru, LRUList.remove_node,
            LRUList.reset_node_mru, LRUList.reset_node_and_parents_mru, LRUList.get_prev_no_lock):
     register(_m)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import torch
 
@@ -35,8 +35,8 @@ Slots = list[int]
 @dataclass
 class MambaTransfer:
     """One Mamba state to move between tiers (SGLang's ``PoolTransfer`` for the Mamba pool)."""
-    host_indices: Optional[Slots]
-    device_indices: Optional[Slots]
+    host_indices: Slots | None
+    device_indices: Slots | None
 
 
 @dataclass
@@ -59,8 +59,8 @@ class StorageOp:
     id: int
     host_indices: Slots
     key: Key
-    hash_value: Optional[list[str]]
-    mamba: Optional[list[MambaTransfer]]
+    hash_value: list[str] | None
+    mamba: list[MambaTransfer] | None
 
 
 @dataclass
@@ -70,7 +70,7 @@ class PrefetchOp:
     host_indices: Slots
     token_ids: list[int]
     prefix_tokens: list[int]  # the anchor's path, so fetched KV can be fingerprinted by its whole prefix
-    mamba: Optional[list[MambaTransfer]]
+    mamba: list[MambaTransfer] | None
     completed_tokens: int = 0
     hash_value: list[str] = field(default_factory=list)
     mamba_hit: bool = False
@@ -103,7 +103,7 @@ class CacheController:
             self.observer(what, data)
 
     # --- extra (Mamba) pools, one evict-and-retry, roll back on failure ---
-    def _resolve_mamba(self, transfers: Optional[list[MambaTransfer]], to_host: bool) -> bool:
+    def _resolve_mamba(self, transfers: list[MambaTransfer] | None, to_host: bool) -> bool:
         if not transfers:
             return True
         pool = self.pools.host_mamba if to_host else self.pools.device_mamba
@@ -138,7 +138,7 @@ class CacheController:
             event = copy_slots(src, s, dst, d, self.stream) or event
         return event
 
-    def write(self, device_indices: Slots, node_id: int, extra: Optional[list[MambaTransfer]] = None):
+    def write(self, device_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
         p = self.pools
         host = p.host_kv.alloc(len(device_indices))
         if host is None:
@@ -154,7 +154,7 @@ class CacheController:
         self._notify("write", node_id=node_id, host=list(host))
         return host
 
-    def load(self, host_indices: Slots, node_id: int, extra: Optional[list[MambaTransfer]] = None):
+    def load(self, host_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
         p = self.pools
         dev: Slots = []
         if host_indices:

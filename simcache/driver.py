@@ -4,7 +4,8 @@ Operations are the oracle's (``shared/tools/sglang_oracle/README.md``) with the 
 run through simcache and through SGLang's real code and be compared field by field:
 ``request`` (start then finish), ``start``, ``finish_oldest``, ``evict``, ``evict_mamba``, ``evict_host``,
 ``events``, ``l3_ack``, ``prefetch``, ``prefetch_done``, ``inject``. The simulator adds named ``finish``
-(``rid``), ``write_ack`` / ``load_ack`` (deliver copies when acks are manual) and ``finish_chunk``.
+(``rid``; without it the oldest live request) and ``write_ack`` / ``load_ack`` (deliver copies when acks are
+manual).
 
 Status letters: ``.`` applied, ``-`` nothing to do, ``e`` device pools still short after eviction, ``u`` the
 request could not get its slots, ``r`` nothing left to prefetch, ``f`` the cache declined the prefetch, ``x``
@@ -179,7 +180,7 @@ class Driver:
             if n.mamba_host_value is not None:
                 c.mamba_host_lru_list.insert_mru(n)
             made.append(n)
-        for n, s in zip(made, specs):
+        for n, s in zip(made, specs, strict=True):
             if s.get("l3_backup"):
                 c.write_backup_storage(n)
         for n in made:
@@ -198,9 +199,10 @@ class Driver:
                 raise Skip("-")
             self.finish(next(iter(self.live)))
         elif kind == "finish":
-            if op["rid"] not in self.live:
+            rid = op.get("rid", next(iter(self.live), None))  # no rid (plain ops list): the oldest live request
+            if rid not in self.live:
                 raise Skip("-")
-            self.finish(op["rid"])
+            self.finish(rid)
         elif kind == "evict":
             c.evict(op["n"])
         elif kind == "evict_mamba":

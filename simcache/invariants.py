@@ -17,7 +17,7 @@ transit), the others are checked after every micro-step.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .pools import kv_fingerprints, mamba_fingerprint
 from .state import attached_ids, dfs, referenced_slots

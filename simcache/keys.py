@@ -10,14 +10,14 @@ Invariant kept by callers: keys stored in the tree are non-empty and a multiple 
 """
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 Token = int
 Key = tuple[Token, ...]
 
 
 def child_key(key: Key, page_size: int) -> Hashable:
-    """The slot id of ``key`` in its parent: ``child_key((1, 2, 3), 1) == 1``, ``child_key((1, 2, 3, 4), 2) == (1, 2)``."""
+    """The slot of ``key`` in its parent: ``child_key((1, 2, 3), 1) == 1``; ``child_key((1, 2, 3, 4), 2) == (1, 2)``."""
     return key[0] if page_size == 1 else tuple(key[:page_size])
 
 
@@ -25,7 +25,7 @@ def match_len(a: Key, b: Key, page_size: int) -> int:
     """Length of the common prefix of ``a`` and ``b``, rounded down to whole pages."""
     if page_size == 1:
         i = 0
-        for x, y in zip(a, b):
+        for x, y in zip(a, b):  # noqa: B905 - keys differ in length by design
             if x != y:
                 break
             i += 1

@@ -13,7 +13,7 @@ Membership is by node id (``in_list``), exactly as SGLang tests it. Assertion te
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .errors import CacheAssertion
 from .node import TreeNode

@@ -16,8 +16,8 @@ tiers move the fingerprints, so the content of every cached prefix can be checke
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -141,7 +141,7 @@ class SlotPool:
 
 
 def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots: Sequence[int],
-               stream: "torch.cuda.Stream | None" = None) -> "torch.cuda.Event | None":
+               stream: torch.cuda.Stream | None = None) -> torch.cuda.Event | None:
     """Copy slot data between pools (tiers); on CUDA the copy runs on ``stream`` and returns its event."""
     if not src_slots:
         return None

@@ -35,7 +35,7 @@ class Schedule:
     @property
     def switches(self) -> int:
         """Context switches: how often the actor changes from one turn to the next."""
-        return sum(1 for a, b in zip(self.turns, self.turns[1:]) if a != b)
+        return sum(1 for a, b in zip(self.turns, self.turns[1:], strict=False) if a != b)
 
 
 def format_turns(turns) -> str:

@@ -15,7 +15,8 @@ from .ops_run import execute
 from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule
 from .trace import Recorder
-from .versions import Flags, preset as preset_flags
+from .versions import Flags
+from .versions import preset as preset_flags
 
 
 @dataclass

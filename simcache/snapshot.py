@@ -6,8 +6,8 @@ cache objects; renderers are pure functions of them.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .keys import format_key
 from .state import attached_ids, dfs, node_line

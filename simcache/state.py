@@ -4,7 +4,7 @@ The canonical tree text is the golden format of the tests and is byte for byte t
 *attached* node (reachable from root through children whose parent pointer and child key agree), preorder,
 siblings sorted by key::
 
-    <depth> <k1,k2,..> v=<0|1> h=<0|1> m=<0|1> mh=<0|1> fl=<full lock> ml=<mamba lock> hr=<host ref> hmr=<host mamba ref>
+    <depth> <k1,k2,..> v=<0|1> h=<0|1> m=<0|1> mh=<0|1> fl=<full lock> ml=<mamba lock> hr=<host ref> hmr=<h.m. ref>
 
 ``v``/``h``/``m``/``mh``: device KV, host KV, device Mamba, host Mamba present; `` !len`` is appended when a value's
 length differs from its key's. ``tree_slots`` spells the slots instead: ``<depth> <keys> v=0,1 h=- m=3 mh=-``.

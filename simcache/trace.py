@@ -122,7 +122,7 @@ class Recorder:
         self._known: dict[int, TreeNode] = {}
         self._detached: set[int] = set()
         self._pools = None  # pool views, recomputed after a pool event (slot scans are the costly part)
-        self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one, slots are in transit)  # ids of nodes that have been detached at least once
+        self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one: in transit)
         self.cache = self.driver = None
 
     # --- wiring ---
@@ -344,6 +344,7 @@ def _describe(kind: str, d: dict) -> tuple[str, dict]:
     if kind in ("write_ack", "load_ack", "storage_ack"):
         return f"{kind.replace('_', ' ')} for {_keyed(n)}", {}
     if kind == "cleaned_up":
-        return (f"stale guard: cleaned up {_keyed(n)} ({d['reason']}); removed from {', '.join(d['removed']) or 'nothing'}",
+        removed = ", ".join(d["removed"]) or "nothing"
+        return (f"stale guard: cleaned up {_keyed(n)} ({d['reason']}); removed from {removed}",
                 dict(reason=d["reason"], removed=list(d["removed"]), warning=d["warning"]))
     return kind, {}

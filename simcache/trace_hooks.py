@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import traceback
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 

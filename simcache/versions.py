@@ -6,9 +6,9 @@
 |---|---|---|
 | ``pre_fix`` | main before the fix | SGLang e9d6b9eb |
 | ``described_fix`` | the PR text: no-children predicate + fresh-parent-link guards + stale cleanup | never merged |
-| ``reviewed_fix`` | ``described_fix`` + the review (guard before the asserts, unconditional LRU removal) | never merged |
+| ``reviewed_fix`` | ``described_fix`` + the review (guard first, unconditional LRU removal) | never merged |
 | ``merged_fix`` | what #22592 merged: the predicate change alone | SGLang 14e122cd |
-| ``followup_fix`` | ``merged_fix`` + #23696 (cascade stops at host-referenced parents; ``chunked`` forwarded) | SGLang 4a50cd78 |
+| ``followup_fix`` | ``merged_fix`` + #23696 (cascade stops at host refs; ``chunked`` forwarded) | SGLang 4a50cd78 |
 """
 from __future__ import annotations
 
