@@ -57,7 +57,7 @@ def _run_frames(run, steps: list[int], svgs: _Store, html: _Store) -> list[dict]
     drawings = render_many([f.dot for f in fs])
     marks = moments(run.trace)
     out = []
-    for f, svg in zip(fs, drawings):
+    for f, svg in zip(fs, drawings, strict=True):
         out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=svgs.add(svg), focus=f.focus,
                         panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants), stack=html.add(f.stack),
                         expl=html.add(f.explanation), x=step_x(run.trace, f.step, TIMELINE_WIDTH),
@@ -101,10 +101,11 @@ def render_page(run, compare=None) -> str:
     """The HTML text of the page."""
     data = page_data(run, compare)
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    cols = "".join(
-        f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
-        f'<div class="tree sc-tree"></div><div class="timeline">{timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}")}</div></section>'
-        for i, r in enumerate([run] + ([compare] if compare is not None else [])))
+    runs = [run] + ([compare] if compare is not None else [])
+    lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
+    cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
+                   f'<div class="tree sc-tree"></div><div class="timeline">{lane}</div></section>'
+                   for i, (r, lane) in enumerate(zip(runs, lanes, strict=True)))
     buttons = "".join(f'<button id="btn-{k}" title="{t}">{label}</button>' for k, label, t in (
         ("first", "|&#9664; first", "Home"), ("prev-op", "&#9664;&#9664; op", "Up"), ("prev", "&#9664; step", "Left"),
         ("next", "step &#9654;", "Right"), ("next-op", "op &#9654;&#9654;", "Down"), ("last", "last &#9654;|", "End")))
@@ -135,22 +136,10 @@ def export_html(run, path, compare=None) -> Path:
     out = Path(path)
     text = render_page(run, compare)
     tmp = out.with_name(out.name + ".part")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)  # never leave a half-written page behind
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)  # never leave a half-written page behind
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {out}: {e.strerror}; check that its folder exists and is writable") from None
     return out
-
-
-def export_scenario(scenario, path, *, preset: str | None = None, compare: str | None = None,
-                    schedule: str | None = None, flags: dict | None = None) -> Path:
-    """``simcache export``: ``compare="A,B"`` runs the schedule under presets A and B side by side."""
-    from .simulate import simulate
-
-    if compare:
-        names = [p.strip() for p in compare.split(",")]
-        if len(names) != 2 or not all(names):
-            raise ConfigError(f"--compare takes two presets separated by a comma, like pre_fix,followup_fix; "
-                             f"got {compare!r}")
-        a = simulate(scenario, names[0], flags, schedule)
-        b = simulate(scenario, names[1], flags, str(a.schedule))
-        return export_html(a, path, compare=b)
-    return export_html(simulate(scenario, preset, flags, schedule), path)

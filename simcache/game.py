@@ -7,7 +7,8 @@ Vocabulary
   actors may have operations left), so what is shown is exactly what ``simulate`` gives for that prefix.
 - The game is *won* when the simulated cache raises (the assertion being taught); it is *over* then, or when
   every actor has run all its operations.
-- ``reveal()`` shows the minimal failing schedule (given, or the scenario's ``minimal_schedule``).
+- ``reveal()`` shows the minimal failing schedule: given, or the scenario's ``minimal_schedule``, or its own
+  ``schedule`` when the scenario expects the assertion under this preset.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ class SchedulerGame:
         if not isinstance(scenario, Scenario):
             raise ScenarioError("SchedulerGame needs a scenario: a gallery name, a file path, a dict or a Scenario")
         self.scenario, self.preset, self.flags = scenario, preset, flags
-        self.minimal = minimal or scenario.minimal_schedule
+        fails = (scenario.expect.get(preset) or {}).get("outcome") == "assertion"
+        self.minimal = minimal or scenario.minimal_schedule or (scenario.schedule if fails else None)
         self.turns: list[str] = []
         self.run = self._simulate()
         self.revealed = False

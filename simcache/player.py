@@ -8,14 +8,14 @@ Vocabulary
   same offset inside it); the *first divergence* is the first operation whose status or tree differs.
 - *Be the scheduler*: the learner picks which actor moves next; each pick replays the prefix so far.
 
-The logic lives in plain classes (``PlayerModel``, ``SchedulerGame``'s state) that tests drive directly; the
-widgets are a thin layer. Frames are precomputed, and all drawings rendered by one ``dot`` process, so a step
-only looks up cached strings.
+The logic lives in plain classes that tests drive directly (``PlayerModel`` here; ``SchedulerGame``, in
+``game.py``, is re-exported here); the widgets are a thin layer. Frames are precomputed and all drawings rendered
+by one ``dot`` process, so a step only looks up cached strings.
 """
 from __future__ import annotations
 
 from .errors import ConfigError
-from .render.dot import render_many, render_svg
+from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, Frame, focus_svg, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, first_divergence, lockstep, next_moment
 from .render.panels import PANEL_CSS
@@ -31,8 +31,9 @@ class PlayerModel:
     def __init__(self, run, compare_run=None, *, precompute: bool = True) -> None:
         if not run.trace.steps:
             raise ConfigError("this run has no micro-steps to play; give it at least one operation")
-        if run.trace.snapshots == [] or len(run.trace.snapshots) != len(run.trace.steps):
-            raise ConfigError("this run was simulated without snapshots; simulate(..., snapshots=True) to play it")
+        for r in (run, compare_run):
+            if r is not None and len(r.trace.snapshots) != len(r.trace.steps):
+                raise ConfigError("this run was simulated without snapshots; simulate(..., snapshots=True) to play it")
         self.runs = [run] + ([compare_run] if compare_run is not None else [])
         self.cursor = 0
         self.hide_host = self.hide_mamba = False
@@ -95,11 +96,16 @@ class PlayerModel:
         step = self.step_of(which) if step is None else step
         key = (which, step, self.hide_host, self.hide_mamba)
         if key not in self._frames:
-            self._frames[key] = frame(self.runs[which], step, hide_host=self.hide_host, hide_mamba=self.hide_mamba)
+            self._frames[key] = frame(self.runs[which], step, hide_host=self.hide_host, hide_mamba=self.hide_mamba,
+                                      legend=False)  # the player shows the legend once, beside the tree
         return self._frames[key]
 
     def svg(self, which: int = 0) -> str:
         f = self.frame(which)
+        if SVG_CACHE.get(f.dot) is None:  # e.g. after a toggle: draw this whole operation with one dot process
+            t = self.runs[which].trace
+            render_many([self.frame(which, s).dot for s in range(t.ops[f.op_index].first_step,
+                                                                 op_frames(t)[f.op_index] + 1)])
         return focus_svg(render_svg(f.dot), f.focus)
 
     def timeline(self, which: int = 0) -> str:
@@ -173,14 +179,20 @@ class Player:
                      + [self.play, self.speed])
         jumps = W.HBox([self.jump_kind, self.buttons["jump_prev"], self.buttons["jump_next"],
                         self.buttons["divergence"], self.hide_host, self.hide_mamba])
-        trees = [W.VBox([self.tree], layout=W.Layout(width="50%" if compare is not None else "62%"))]
-        if compare is not None:
-            trees.append(W.VBox([self.compare_caption, self.compare_tree], layout=W.Layout(width="50%")))
-        side = W.VBox([self.explanation, self.stack, self.invariants, self.panels])
-        body = W.HBox(trees + ([side] if compare is None else []))
-        extra = [W.HBox([self.explanation, self.stack]), self.panels, self.invariants] if compare is not None else []
-        self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.caption, self.note, body,
-                              self.timeline, self.compare_timeline, *extra])
+        self.legend = legend = W.HTML()
+        half, wide, narrow = W.Layout(width="50%"), W.Layout(width="62%"), W.Layout(width="38%")
+        if compare is None:
+            body = W.HBox([W.VBox([self.tree], layout=wide), W.VBox([legend, self.explanation, self.stack],
+                                                                    layout=narrow)])
+            below = [self.timeline]
+        else:
+            body = W.HBox([W.VBox([self.tree], layout=half),
+                           W.VBox([self.compare_caption, self.compare_tree], layout=half)])
+            below = [self.timeline, self.compare_timeline,
+                     W.HBox([W.VBox([legend, self.explanation], layout=half), W.VBox([self.stack], layout=half)])]
+        state = W.HBox([W.VBox([self.panels], layout=wide), W.VBox([self.invariants], layout=narrow)])
+        self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.caption, self.note, body, *below,
+                              state])
         self.refresh()
 
     def _after(self, action) -> None:
@@ -196,6 +208,8 @@ class Player:
         f = m.frame()
         self.caption.value = f"<b>{f.caption}</b>"
         self.tree.value = f'<div class="sc-tree">{m.svg()}</div>'
+        self.legend.value = (f'<details open><summary>legend</summary><div class="sc-tree">'
+                             f"{render_svg(legend_dot(m.hide_host, m.hide_mamba))}</div></details>")
         self.panels.value, self.invariants.value = "".join(f.panels), f.invariants
         self.stack.value, self.explanation.value = f.stack, f.explanation
         self.timeline.value = m.timeline()

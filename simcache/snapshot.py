@@ -133,9 +133,13 @@ def pool_views(cache, live_requests=(), leaked: Mapping[str, tuple[int, ...]] | 
 
 def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), current=None,
          stack: tuple[str, ...] = (), known: Mapping[int, object] | None = None,
-         pools: Mapping[str, PoolView] | None = None) -> Snapshot:
+         pools: Mapping[str, PoolView] | None = None, outer: frozenset[int] | None = None,
+         detached: frozenset[int] | set[int] | None = None) -> Snapshot:
     """Snapshot ``cache``. ``frames``: node id -> call frames holding it; ``known``: id -> node objects that
-    may be detached but are worth drawing (went stale earlier); ``pools``: precomputed pool views."""
+    may be detached but are worth drawing (went stale earlier); ``pools``: precomputed pool views; ``outer``: ids
+    held by calls that resume after the current eviction (only those frames make a detached node stale; the
+    eviction's own frames merely hold the node they are deleting); ``detached``: ids detached at least once (a
+    new node not yet attached is not stale)."""
 
     att = attached_ids(cache)
     order = dfs(cache, att)
@@ -169,7 +173,11 @@ def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), cu
     if pools is None:
         pools = pool_views(cache, live_requests)
     holders = {nid: tuple(names) for nid, names in hold.items() if nid in nodes}
-    stale = tuple(sorted(nid for nid, v in nodes.items() if not v.attached and holders.get(nid)))
+    structural = holder_map(cache)
+    outer = frozenset(frames) if outer is None else outer
+    stale = tuple(sorted(nid for nid, v in nodes.items()
+                         if not v.attached and (detached is None or nid in detached)
+                         and (structural.get(nid) or nid in outer)))
     return Snapshot(
         root=root.id, nodes=nodes, order=tuple(n.id for _, n in order),
         sets={s.name: tuple(n.id for n in s) for s in (cache.evictable_full_device_leaves,

@@ -30,6 +30,9 @@ from .state import attached_ids
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
 EVICTION_ENTRIES = frozenset({"evict", "evict_host", "evict_mamba", "evict_mamba_host"})
+# calls that delete the node they are given (holding it is not using it)
+DELETERS = frozenset({"_evict_regular", "_evict_host_leaf", "_delete_tombstone_leaf",
+                      "_iteratively_delete_tombstone_leaf", "_cleanup_stale_node"})
 
 
 @dataclass(frozen=True)
@@ -181,10 +184,10 @@ class Recorder:
             return
         node = data.get("node")
         text, detail = _describe(kind, data)
-        self._add(kind, node, text, detail)
-        if kind == "detach":
+        if kind == "detach":  # mark what went stale first, so this step's snapshot already shows it
             self._after_detach(data)
-        elif kind == "cleaned_up":
+        self._add(kind, node, text, detail)
+        if kind == "cleaned_up":
             self.cleaned_up.append(CleanupEvent(len(self.steps) - 1, node.id, format_key(node.key), data["reason"],
                                                 tuple(data["removed"])))
         elif kind == "backup":
@@ -226,11 +229,35 @@ class Recorder:
                 out.setdefault(n.id, []).append(f"{name}()")
         return {k: tuple(v) for k, v in out.items()}
 
+    def _user_frames(self, node: TreeNode) -> list[str]:
+        """Simulated calls on the stack that hold ``node`` to *use* it, as opposed to the code deleting it: every
+        frame taking it as an argument, except a deleter's, and except a caller whose very next call deletes it."""
+        frames, out = self._frames, []
+        for i, (f, ns) in enumerate(frames):
+            if not any(n is node for n in ns) or f in DELETERS:
+                continue
+            nxt = frames[i + 1] if i + 1 < len(frames) else None
+            if nxt is not None and nxt[0] in DELETERS and any(n is node for n in nxt[1]):
+                continue
+            entry = next((g for g, _ in frames[i + 1 :] if g in EVICTION_ENTRIES), None)
+            out.append(f"{f}()" + (f" (resumes after {entry})" if entry else ""))
+        if self._current is node and any(f == "_insert_helper" for f, _ in frames):
+            out.append("_insert_helper's loop node")
+        return out
+
+    def outer_frame_ids(self) -> frozenset[int]:
+        """Detached nodes that a call on the stack still means to use (see ``_user_frames``)."""
+        held = {n.id: n for _, ns in self._frames for n in ns if n.id in self._detached}
+        if self._current is not None and self._current.id in self._detached:
+            held[self._current.id] = self._current
+        return frozenset(nid for nid, n in held.items() if self._user_frames(n))
+
     def _snap(self) -> Snapshot:
         if self._pools is None:
             self._pools = pool_views(self.cache, leaked=self._leaked)
         return take(self.cache, self._live(), self.frame_holders(), self._current,
-                    tuple(f for f, _ in self._frames), self._known, self._pools)
+                    tuple(f for f, _ in self._frames), self._known, self._pools, self.outer_frame_ids(),
+                    self._detached)
 
     def _outer_holders(self, node: TreeNode) -> list[str]:
         """Holders of ``node`` that will use it after the current eviction returns."""
@@ -241,13 +268,7 @@ class Recorder:
                                  ("ongoing_load_back", c.ongoing_load_back)) if d.get(node.id) is node]
         names += ["ongoing_backup" for n, _ in c.ongoing_backup.values() if n is node]
         names += ["prefetch anchor" for v in c.ongoing_prefetch.values() if v[0] is node]
-        entry = max((i for i, (f, _) in enumerate(self._frames) if f in EVICTION_ENTRIES), default=None)
-        if entry is not None:
-            names += [f"{f}() (resumes after {self._frames[entry][0]})" for f, ns in self._frames[:entry]
-                      if any(n is node for n in ns)]
-            if self._current is node and any(f == "_insert_helper" for f, _ in self._frames[:entry]):
-                names.append("_insert_helper's loop node")
-        return names
+        return names + self._user_frames(node)
 
     def _after_detach(self, data: dict) -> None:
         node, popped = data["node"], data["popped"]
@@ -263,9 +284,10 @@ class Recorder:
         cause = " <- ".join(reversed([f for f, _ in self._frames])) or "driver"
         for n in gone:
             self._detached.add(n.id)
+            self._known.setdefault(n.id, n)
             holders = self._outer_holders(n)
             if holders:
-                self.went_stale.append(StaleEvent(len(self.steps) - 1, n.id, format_key(n.key), tuple(holders),
+                self.went_stale.append(StaleEvent(len(self.steps), n.id, format_key(n.key), tuple(holders),
                                                   f"detached by {cause}"))
 
     def _check_readmission(self, node, holder: str) -> None:

@@ -12,15 +12,12 @@ Vocabulary (what a box shows; the legend in every drawing repeats it)
   they used to hang from and a dashed edge from a box for each holder that still refers to them.
 
 ``snapshot_to_dot`` is a pure function of plain data; its output is deterministic (nodes in canonical preorder,
-stale nodes sorted), so tests compare it with golden files. ``render_svg`` runs the ``dot`` program (cached).
+stale nodes sorted), so tests compare it with golden files. ``render_svg`` (in ``svg.py``, re-exported here) runs
+the ``dot`` program, cached by DOT text.
 """
 from __future__ import annotations
 
-import re
-from collections import OrderedDict
 from html import escape
-
-import graphviz
 
 from ..snapshot import NodeView, Snapshot
 
@@ -116,9 +113,10 @@ def _node_line(n: NodeView, snap: Snapshot, prev: Snapshot | None, hl: dict, hid
         attrs.update(color=GOLD, penwidth="3")
         classes.append(change)
         tags.append(("NEW" if change == "new" else "changed", GOLD))
-    if not n.attached and not root:
-        attrs.update(color=RED, penwidth="2.5", style=attrs["style"] + ",dashed")
-        classes.append("stale")
+    if not n.attached and not root:  # stale if something still holds it, else only drawn for a highlight
+        stale = n.id in snap.stale
+        attrs.update(color=RED if stale else GREY, penwidth="2.5", style=attrs["style"] + ",dashed")
+        classes.append("stale" if stale else "detached")
     if n.id in hl.get("went_stale", ()):
         attrs.update(color=RED, penwidth="4.5")
         classes.append("went-stale")
@@ -161,17 +159,18 @@ def _detached(snap: Snapshot, hl: dict) -> list[int]:
 
 
 def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
-    rows = [("device", FILL["device"], BORDER["device"], "solid")]
+    rows = [("device", FILL["device"], BORDER["device"])]
     if not hide_host:
-        rows += [("host", FILL["host"], BORDER["host"], "solid"), ("device + host", "#dbeafe:#fef3c7", "#1d4ed8", "solid")]
+        rows += [("host", FILL["host"], BORDER["host"]), ("device + host", "#dbeafe:#fef3c7", BORDER["both"])]
     if not hide_mamba:
-        rows += [("Mamba state", MAMBA, MAMBA, "solid"), ("tombstone (no Mamba on device)", TOMB, TOMB, "solid")]
-    rows += [("lock (in use by a request)", LOCK, LOCK, "solid"), ("host ref (storage / prefetch)", HOSTREF, HOSTREF, "solid"), ("new / changed", "#ffffff", GOLD, "bold"),
-             ("STALE: detached, still held", "#ffffff", RED, "dashed"), ("cleaned up by a guard", "#ffffff", GREEN,
-                                                                         "double"),
-             ("assertion fired here", "#ffffff", DARK_RED, "bold")]
-    cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" STYLE="{"dashed" if style == "dashed" else "solid"}"> </TD>'
-                    f'<TD ALIGN="LEFT">{escape(text)}</TD></TR>' for text, fill, border, style in rows)
+        rows += [("Mamba state", MAMBA, MAMBA), ("tombstone (no Mamba on device)", TOMB, TOMB)]
+    rows += [("lock (in use by a request)", LOCK, LOCK)]
+    rows += [] if hide_host else [("host ref (storage / prefetch)", HOSTREF, HOSTREF)]
+    rows += [("new / changed", "#ffffff", GOLD), ("STALE: detached, still held", "#ffffff", RED),
+             ("cleaned up by a guard", "#ffffff", GREEN), ("assertion fired here", "#ffffff", DARK_RED)]
+    cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" '
+                    f'STYLE="{"dashed" if border == RED else "solid"}"> </TD><TD ALIGN="LEFT">{escape(text)}</TD></TR>'
+                    for text, fill, border in rows)
     label = (f'<<TABLE BORDER="1" COLOR="#d1d5db" STYLE="rounded" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">'
              f'<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>')
     return [f"  legend {_attrs(shape='plaintext', id='legend', label=label, fontsize='11')};"]
@@ -214,65 +213,17 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
             if n.parent in drawn and not snap.nodes[n.parent].attached and i in snap.nodes[n.parent].children:
                 out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + ck + ' ', color=RED)};")
             elif n.parent in drawn:
-                out.append(f"  n{n.parent} -> n{i} {_attrs(label=' was ' + ck + ' ', style='dotted', color='#9ca3af', fontcolor=GREY, penwidth='2', arrowhead='none')};")
+                ghost = _attrs(label=f" was {ck} ", style="dotted", color="#9ca3af", fontcolor=GREY, penwidth="2",
+                               arrowhead="none")
+                out.append(f"  n{n.parent} -> n{i} {ghost};")
             if snap.holders.get(i):
-                out.append(f"  h{i} -> n{i} {_attrs(style='dashed', color=RED, penwidth='2', label=' holds ', fontcolor=RED)};")
+                holds = _attrs(style="dashed", color=RED, penwidth="2", label=" holds ", fontcolor=RED)
+                out.append(f"  h{i} -> n{i} {holds};")
     if legend:
         out += _legend(hide_host, hide_mamba) + [f"  {{rank=same; n{snap.root}; legend;}}"]
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-class _LRU:
-    """A small LRU map: DOT text -> SVG text."""
-
-    def __init__(self, size: int) -> None:
-        self.size, self.data = size, OrderedDict()
-
-    def get(self, key: str) -> str | None:
-        if key in self.data:
-            self.data.move_to_end(key)
-        return self.data.get(key)
-
-    def put(self, key: str, value: str) -> None:
-        self.data[key] = value
-        self.data.move_to_end(key)
-        while len(self.data) > self.size:
-            self.data.popitem(last=False)
-
-
-SVG_CACHE = _LRU(4096)
-
-
-def render_svg(dot_source: str) -> str:
-    """SVG text for ``dot_source`` (Graphviz ``dot``; LRU-cached by the DOT text), without the XML prolog."""
-    svg = SVG_CACHE.get(dot_source)
-    if svg is None:
-        svg = _strip(graphviz.pipe("dot", "svg", dot_source.encode("utf-8")).decode("utf-8"))
-        SVG_CACHE.put(dot_source, svg)
-    return svg
-
-
-def render_many(sources: list[str]) -> list[str]:
-    """SVGs for many DOT sources with one ``dot`` process (fast precomputation); fills the cache."""
-    todo = [s for s in dict.fromkeys(sources) if SVG_CACHE.get(s) is None]
-    if todo:
-        raw = graphviz.pipe("dot", "svg", "".join(todo).encode("utf-8")).decode("utf-8")
-        parts = [p + "</svg>" for p in raw.split("</svg>")[:-1]]
-        if len(parts) == len(todo):  # else dot split the input differently: render_svg does them one by one
-            for src, svg in zip(todo, parts):
-                SVG_CACHE.put(src, _strip(svg))
-    return [render_svg(s) for s in sources]
-
-
-def render_png(dot_source: str, dpi: int = 110) -> bytes:
-    """PNG bytes for ``dot_source`` (for a projector, a notebook ``Image``, or a PR comment)."""
-    src = dot_source.replace("{\n", f"{{\n  graph [dpi=\"{dpi}\"];\n", 1)
-    return graphviz.pipe("dot", "png", src.encode("utf-8"))
-
-
-def _strip(svg: str) -> str:
-    """Drop the XML prolog and Graphviz's comments (an inline SVG needs neither)."""
-    start = svg.find("<svg")
-    svg = svg[start:].strip() if start >= 0 else svg
-    return re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)
+# rendering lives beside, in svg.py; re-exported here so ``dot.render_svg`` works as documented
+from .svg import SVG_CACHE, render_many, render_png, render_svg  # noqa: E402,F401

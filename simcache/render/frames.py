@@ -60,7 +60,8 @@ def tree_dot(run, step: int, *, hide_host: bool = False, hide_mamba: bool = Fals
                            hide_mamba=hide_mamba, page_size=page_size(run), legend=legend)
 
 
-def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False, legend: bool = True) -> Frame:
+def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False,
+          legend: bool = True) -> Frame:
     """The frame of ``run`` at micro-step ``step``."""
     t = run.trace
     if not 0 <= step < len(t.steps):
@@ -68,9 +69,10 @@ def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False, 
     k = op_index_of(t, step)
     snap = t.snapshots[step]
     dot = tree_dot(run, step, hide_host=hide_host, hide_mamba=hide_mamba, legend=legend)
-    return Frame(step, k, caption(run, step), dot, (lru_panel(snap), sets_panel(snap), pools_panel(snap),
-                                                     holders_panel(snap)), invariants_panel(t, step), stack_panel(t.steps[step], op_text(t, k)),
-                 explain_html(t, step), t.steps[step].node, moments_at(t, step))
+    panels = (lru_panel(snap), sets_panel(snap), pools_panel(snap), holders_panel(snap))
+    return Frame(step, k, caption(run, step), dot, panels, invariants_panel(t, step),
+                 stack_panel(t.steps[step], op_text(t, k)), explain_html(t, step), t.steps[step].node,
+                 moments_at(t, step))
 
 
 def op_frames(trace) -> list[int]:

@@ -110,7 +110,7 @@ def first_divergence(trace_a, trace_b) -> int | None:
         a, b = trace_a.ops[k], trace_b.ops[k]
         if a.status != b.status:
             return k
-        if trace_a.snapshots and trace_b.snapshots:
-            if trace_a.snapshots[op_end(trace_a, k)].tree_text != trace_b.snapshots[op_end(trace_b, k)].tree_text:
-                return k
+        sa, sb = trace_a.snapshots, trace_b.snapshots
+        if sa and sb and sa[op_end(trace_a, k)].tree_text != sb[op_end(trace_b, k)].tree_text:
+            return k
     return None

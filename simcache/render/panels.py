@@ -109,7 +109,8 @@ def holder_kind(name: str) -> str:
 def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None) -> str:
     ids = snap.stale if node_ids is None else node_ids
     if not ids:
-        return '<div class="sc-panel sc-holders"><h4>Holder ledger</h4><span class="sc-empty">no stale node</span></div>'
+        return ('<div class="sc-panel sc-holders"><h4>Holder ledger</h4>'
+                '<span class="sc-empty">no stale node</span></div>')
     parts = []
     for nid in ids:
         rows = "".join(f"<tr><td><code>{escape(h)}</code></td><td>{escape(holder_kind(h))}</td></tr>"
@@ -147,7 +148,8 @@ def stack_panel(step, op_text: str = "") -> str:
     items.append(f'<li class="sc-here">{"&nbsp;&nbsp;" * len(step.stack)}<span class="sc-kind">{escape(step.kind)}'
                  f"</span> {escape(step.text)}</li>")
     head = f"<div><b>op {step.op}</b> {escape(op_text)}</div>" if op_text else ""
-    return f'<div class="sc-panel sc-callstack"><h4>Call stack</h4>{head}<ul class="sc-stack">{"".join(items)}</ul></div>'
+    return (f'<div class="sc-panel sc-callstack"><h4>Call stack</h4>{head}'
+            f'<ul class="sc-stack">{"".join(items)}</ul></div>')
 
 
 def state_panels(snap: Snapshot) -> str:

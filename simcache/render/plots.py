@@ -1,4 +1,5 @@
-"""matplotlib figures (drawn with Agg, no display or pyplot needed): pool occupancy, crash rate vs host pressure, exploration.
+"""matplotlib figures (drawn with Agg; no display, no pyplot): pool occupancy, crash rate vs host pressure,
+exploration stats.
 
 Vocabulary
 - *Occupancy* of a pool at a micro-step is its used slots over its size, from the step's snapshot; leaked slots
@@ -35,11 +36,11 @@ def pool_occupancy(trace, *, title: str = "Pool occupancy") -> Figure:
         size = max(1, snaps[0].pools[name].size)
         used = [len(s.pools[name].used) / size for s in snaps]
         leaked = [0 if b is None else len(set(s.pools[name].leaked) & set(snaps[b].pools[name].leaked)) / size
-                  for s, b in zip(snaps, boundary)]
-        color = COLORS.get(name, None)
+                  for s, b in zip(snaps, boundary, strict=True)]
+        color = COLORS.get(name)
         ax.step(xs, used, where="post", label=f"{name} ({snaps[0].pools[name].size} slots)", color=color, lw=2)
         if any(leaked):
-            ax.fill_between(xs, [u - lk for u, lk in zip(used, leaked)], used, step="post", color=color,
+            ax.fill_between(xs, [u - lk for u, lk in zip(used, leaked, strict=True)], used, step="post", color=color,
                             alpha=0.3, hatch="//", label=f"{name} leaked")
     for kind, (color, style) in MOMENT_STYLE.items():
         for i, s in enumerate(moments(trace)[kind]):
