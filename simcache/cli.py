@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import SimcacheError
-from .versions import PRESETS, PRESET_DESCRIPTIONS, parse_flag
+from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
 
 
 class UsageError(SimcacheError):
@@ -20,7 +20,8 @@ class UsageError(SimcacheError):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one sentence, exit status 2, no usage dump
-        raise UsageError(f"{message}; see `python -m simcache {self.prog.split()[-1]} --help`")
+        sub = self.prog.split()[1:]  # "simcache run" for a subcommand's parser, "simcache" for the top one
+        raise UsageError(f"{message}; see `python -m simcache {sub[0] + ' ' if sub else ''}--help`")
 
 
 def _flags(items: Sequence[str] | None) -> dict:
@@ -51,7 +52,8 @@ def transcript(run) -> str:
             f"{', '.join(e.removed) or 'nothing'}")
     if t.violations:
         v = t.violations[0]
-        events.setdefault(v.op, []).append(f"   ~ first invariant violation: {v.invariant}: {v.message} (step {v.step})")
+        events.setdefault(v.op, []).append(
+            f"   ~ first invariant violation: {v.invariant}: {v.message} (step {v.step})")
     from .trace import describe_op
 
     for rec in t.ops:
@@ -122,7 +124,10 @@ def cmd_export(a) -> int:
 
 
 def cmd_explore(a) -> int:
-    from .explore import cli_explore
+    try:
+        from .explore import cli_explore
+    except ImportError as e:  # pragma: no cover - the explorer may be missing in a partial install
+        raise UsageError(f"the explore command is not available ({e})") from None
 
     return cli_explore(a)
 

@@ -43,7 +43,7 @@ class CacheConfig:
         if self.write_through_threshold is not None and (type(self.write_through_threshold) is not int
                                                          or self.write_through_threshold < 0):
             raise ConfigError("write_through_threshold must be a whole number >= 0")
-        limit = 1 << 24
+        limit = 1 << 20
         for name in ("device_kv", "device_mamba", "host_kv", "host_mamba"):
             if getattr(self, name) > limit:
                 raise ConfigError(f"{name} = {getattr(self, name)} is too large; keep pools at most {limit} slots")

@@ -191,6 +191,9 @@ class Driver:
         c, kind = self.cache, op["op"]
         cc = c.controller
         if kind in ("request", "start"):
+            if op.get("rid") is not None and op["rid"] in self.live:  # would silently drop the live one
+                raise ScenarioError(f"op {step}: request id {op['rid']!r} is still live; give each started "
+                                    f"request its own rid")
             rid = self.start(op["tokens"], op.get("rid"))
             if kind == "request":
                 self.finish(rid)

@@ -48,13 +48,13 @@ class HiCache:
         if host is None:
             return 0
         node.host_value = list(host)
-        if self.recorder is not None:
-            self.recorder.event("backup", node=node, host=tuple(host))
         if extra is not None:
             self.mamba_backup_commit(node, extra)
         if not len(node.host_value) > 0:
             raise CacheAssertion("")
         self.ongoing_write_through[node.id] = node
+        if self.recorder is not None:
+            self.recorder.event("backup", node=node, host=tuple(host))
         if not write_back:
             self.inc_lock_ref(node)
         return len(host)

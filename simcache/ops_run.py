@@ -8,14 +8,16 @@ diffed. ``chain`` holds function names only (simcache has no SGLang line numbers
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .cache import HiMambaRadixCache
 from .config import POLICIES, CacheConfig
 from .driver import Crash, Driver, Skip, crash_from
 from .errors import ScenarioError, SimcacheError
 from .state import accounting, counters, inflight, stale_refs, tree_lines, tree_slot_lines
-from .versions import Flags, preset as preset_flags
+from .versions import Flags
+from .versions import preset as preset_flags
 
 DEFAULTS = dict(policy="write_through", storage=False, page_size=1, device_kv=32, device_mamba=8, host_kv=8,
                 host_mamba=8, prefetch_threshold=1, load_back_threshold=10, prefetch_stop_policy="best_effort",
@@ -30,6 +32,7 @@ EXTRA_OPS = {"finish": set(), "write_ack": set(), "load_ack": set()}
 OPTIONAL_FIELDS = {"start": {"rid"}, "request": {"rid"}, "finish": {"rid"}, "write_ack": {"n"}, "load_ack": {"n"}}
 NODE_FIELDS = {"key", "parent", "device", "mamba", "host", "mamba_host", "hash", "l3_backup"}
 MAX_TOKENS = 1 << 20
+MAX_SLOTS = 1 << 20  # pools and counts: a million slots is plenty for a simulation
 
 
 def _is_int(v) -> bool:
@@ -48,8 +51,8 @@ def check_config(raw: Any, where: str = "config") -> dict:
     cfg = {**DEFAULTS, **raw}
     for k in ("page_size", "device_kv", "device_mamba", "host_kv", "host_mamba", "prefetch_threshold",
               "load_back_threshold", "write_through_threshold"):
-        if k in cfg and not (_is_int(cfg[k]) and 0 <= cfg[k] <= 1 << 24):
-            raise ScenarioError(f"{where}.{k} must be a whole number between 0 and {1 << 24}, not {cfg[k]!r}")
+        if k in cfg and not (_is_int(cfg[k]) and 0 <= cfg[k] <= MAX_SLOTS):
+            raise ScenarioError(f"{where}.{k} must be a whole number between 0 and {MAX_SLOTS}, not {cfg[k]!r}")
     if cfg["page_size"] < 1:
         raise ScenarioError(f"{where}.page_size must be at least 1")
     if type(cfg["storage"]) is not bool:
@@ -73,6 +76,9 @@ def check_config(raw: Any, where: str = "config") -> dict:
 def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
     known = {**OP_FIELDS, **(EXTRA_OPS if allow_extra else {})}
     kind = op.get("op") if isinstance(op, dict) else None
+    if isinstance(op, dict) and "op" not in op:  # YAML's "- evict: 2" gives {"evict": 2}
+        raise ScenarioError(f"op {i}: an operation object needs an 'op' field, like {{op: evict, n: 2}} or the "
+                            f"string 'evict 2'; it has {', '.join(sorted(map(str, op))) or 'no fields'}")
     if not isinstance(kind, str) or kind not in known:
         raise ScenarioError(f"op {i}: unknown op {kind!r}; known ops: {', '.join(known)}")
     fields = set(op) - {"op", "note"}
@@ -90,8 +96,8 @@ def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
         if len(t) > MAX_TOKENS:
             raise ScenarioError(f"op {i} ({kind}): {len(t)} tokens is too many; keep requests under {MAX_TOKENS}")
     for k in ("n",):
-        if k in op and not (_is_int(op[k]) and 0 <= op[k] <= 1 << 24):
-            raise ScenarioError(f"op {i} ({kind}): n must be a whole number between 0 and {1 << 24}, not {op[k]!r}")
+        if k in op and not (_is_int(op[k]) and 0 <= op[k] <= MAX_SLOTS):
+            raise ScenarioError(f"op {i} ({kind}): n must be a whole number between 0 and {MAX_SLOTS}, not {op[k]!r}")
     if "mamba_hit" in op and type(op["mamba_hit"]) is not bool:
         raise ScenarioError(f"op {i} ({kind}): mamba_hit must be true or false")
     if "rid" in op and not (isinstance(op["rid"], str) and op["rid"]):
@@ -99,16 +105,34 @@ def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
     if kind == "inject":
         nodes = op["nodes"]
         if not isinstance(nodes, list):
-            raise ScenarioError(f"op {i} (inject): nodes must be a list of node objects")
+            raise ScenarioError(f"op {i} (inject): nodes must be a list of node objects like "
+                                f"[{{key: [1, 2], host: true}}]")
         for j, s in enumerate(nodes):
-            ok = (isinstance(s, dict) and not set(s) - NODE_FIELDS and isinstance(s.get("key"), list) and s["key"]
-                  and all(_is_int(x) for x in s["key"]) and len(s["key"]) % page_size == 0
-                  and (s.get("parent") is None or (_is_int(s["parent"]) and 0 <= s["parent"] < j))
-                  and all(type(s.get(f, False)) is bool for f in NODE_FIELDS - {"key", "parent"}))
-            if not ok:
-                raise ScenarioError(f"op {i} node {j}: needs a key (a non-empty list of tokens, a multiple of "
-                                    f"page_size long), parent null or an earlier node's index, true/false flags, "
-                                    f"and no fields but {', '.join(sorted(NODE_FIELDS))}")
+            problem = _node_problem(s, j, page_size)
+            if problem:
+                raise ScenarioError(f"op {i} node {j}: {problem}")
+
+
+def _node_problem(s: Any, j: int, page_size: int) -> str | None:
+    """What is wrong with one inject node spec (None if nothing)."""
+    if not isinstance(s, dict):
+        return "a node must be an object like {key: [1, 2], host: true}"
+    extra = sorted(map(str, set(s) - NODE_FIELDS))
+    if extra:
+        return f"unknown field(s) {', '.join(extra)}; node fields are {', '.join(sorted(NODE_FIELDS))}"
+    key = s.get("key")
+    if not (isinstance(key, list) and key and all(_is_int(x) for x in key)):
+        return "key must be a non-empty list of whole numbers, like [1, 2]"
+    if len(key) % page_size:
+        return f"key has {len(key)} tokens; make it a multiple of page_size {page_size}"
+    parent = s.get("parent")
+    if parent is not None and not (_is_int(parent) and 0 <= parent < j):
+        return (f"parent must be null (the root) or the index of an earlier node"
+                f"{f' (0 to {j - 1})' if j else ''}, not {parent!r}")
+    for f in sorted(NODE_FIELDS - {"key", "parent"}):
+        if type(s.get(f, False)) is not bool:
+            return f"{f} must be true or false, not {s[f]!r}"
+    return None
 
 
 def check_doc(doc: Any) -> tuple[dict, list]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ScenarioError, ScheduleError
+from .errors import ScenarioError, ScheduleError, SimcacheError
 from .ops_run import check_config, check_op
 from .scheduler import Schedule, parse_schedule, round_robin
 
@@ -42,6 +42,9 @@ _ACTOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _N_OPS = {"evict", "evict_mamba", "evict_host", "write_ack", "load_ack"}
 _TOKEN_OPS = {"request", "start", "prefetch"}
 _BARE = {"finish", "finish_oldest", "events", "l3_ack", "write_ack", "load_ack"}
+OP_WORDS = ("request", "start", "finish", "finish_oldest", "evict", "evict_mamba", "evict_host", "events", "l3_ack",
+            "write_ack", "load_ack", "prefetch", "prefetch_done")
+_TEXT_KEYS = ("name", "title", "description", "reference", "about", "notes", "minimal_schedule")
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,12 @@ def parse_op(raw: Any, where: str) -> dict:
     if isinstance(raw, dict):
         return dict(raw)
     if not isinstance(raw, str) or not raw.strip():
-        raise ScenarioError(f"{where}: an operation is an object like {{op: request, tokens: [1, 2]}} or a string "
-                            f"like 'request 1 2'")
+        raise ScenarioError(f"{where}: {raw!r} is not an operation; write an object like "
+                            f"{{op: request, tokens: [1, 2]}} or a string like 'request 1 2'")
     parts = raw.replace(",", " ").replace("[", " ").replace("]", " ").split()
     kind, args = parts[0], parts[1:]
+    if kind not in _TOKEN_OPS | _N_OPS | _BARE | {"prefetch_done"}:
+        raise ScenarioError(f"{where}: unknown operation {kind!r}; use one of {', '.join(OP_WORDS)}")
     try:
         if kind in _TOKEN_OPS:
             return {"op": kind, "tokens": [int(a) for a in args]}
@@ -140,20 +145,37 @@ def parse_op(raw: Any, where: str) -> dict:
 def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Scenario:
     """Validate plain data (already parsed from YAML/JSON) and build a ``Scenario``; errors say how to fix."""
     if not isinstance(doc, dict):
-        raise ScenarioError(f"{name}: a scenario must be a mapping with 'config' and 'actors' (or 'ops')")
-    unknown = sorted(set(doc) - TOP_KEYS - {"expect_oracle"})
+        if doc is None:
+            raise ScenarioError(f"{name}: the scenario is empty; give it 'actors' (or the oracle's 'ops') and a "
+                                f"'config'")
+        raise ScenarioError(f"{name}: a scenario must be a mapping with 'actors' (or the oracle's 'ops') and a "
+                            f"'config', not a {type(doc).__name__}")
+    if "ops" in doc and "actors" not in doc:
+        # the oracle's OPS.json as it is: like the oracle, use config and ops and ignore every other key
+        doc = {k: v for k, v in doc.items() if k in ("config", "ops")
+               or (k in ("name", "title", "about", "description") and isinstance(v, str))}
+    unknown = sorted(map(str, set(doc) - TOP_KEYS - {"expect_oracle"}))
     if unknown:
         raise ScenarioError(f"{name}: unknown top-level key(s) {', '.join(unknown)}; known keys: "
                             f"{', '.join(sorted(TOP_KEYS))}")
-    cfg = check_config(doc.get("config"))
+    for k in _TEXT_KEYS:
+        if k in doc and doc[k] is not None and not isinstance(doc[k], str):
+            raise ScenarioError(f"{name}: '{k}' must be text, not {type(doc[k]).__name__}; quote it")
+    try:
+        cfg = check_config(doc.get("config"))
+    except ScenarioError as e:
+        raise ScenarioError(f"{name}: {e}") from None
     if "actors" in doc and "ops" in doc:
         raise ScenarioError(f"{name}: give either 'actors' or 'ops' (the oracle's format), not both")
     if "ops" in doc:
         if not isinstance(doc["ops"], list):
-            raise ScenarioError(f"{name}: 'ops' must be a list of operations")
+            raise ScenarioError(f"{name}: 'ops' must be a list of operations, like [{{\"op\": \"events\"}}]")
         actors_raw: Any = {"main": doc["ops"]}
     else:
         actors_raw = doc.get("actors")
+    if actors_raw is None:
+        raise ScenarioError(f"{name}: the scenario has no 'actors' (or 'ops'); add e.g. "
+                            f"actors: {{R1: ['request 1 2']}}")
     if not isinstance(actors_raw, dict) or not actors_raw:
         raise ScenarioError(f"{name}: 'actors' must map actor names to lists of operations, "
                             f"like {{R1: ['request 1 2']}}")
@@ -163,7 +185,8 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
             raise ScenarioError(f"{name}: actor name {actor!r} must start with a letter and hold only letters, "
                                 f"digits, '_', '.', '-'")
         if not isinstance(ops, list):
-            raise ScenarioError(f"{name}: actor {actor} must have a list of operations")
+            raise ScenarioError(f"{name}: actor {actor} must have a list of operations, like "
+                                f"{actor}: ['request 1 2', 'evict 2']")
         parsed = []
         for i, raw in enumerate(ops):
             op = parse_op(raw, f"{name}: actor {actor} op {i}")
@@ -174,33 +197,48 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
             parsed.append(op)
         actors[actor] = parsed
     initial = doc.get("initial") or []
+    if not isinstance(initial, list):
+        raise ScenarioError(f"{name}: 'initial' must be a list of node objects like [{{key: [1, 2], host: true}}]")
     if initial:
         try:
             check_op({"op": "inject", "nodes": initial}, 0, cfg["page_size"])
-        except ScenarioError as e:
-            raise ScenarioError(f"{name}: initial state: {str(e).split(': ', 1)[-1]}") from None
+        except ScenarioError as e:  # "op 0 node 1: ..." -> "initial node 1: ..."
+            raise ScenarioError(f"{name}: initial {str(e).removeprefix('op 0 ')}") from None
     flags = doc.get("flags") or {}
     if not isinstance(flags, dict):
         raise ScenarioError(f"{name}: 'flags' must map flag names to values, like {{stale_guards: true}}")
-    from .versions import FLAG_NAMES, PRESETS
+    from .versions import FLAG_NAMES, PRESETS, Flags
 
-    bad = sorted(set(flags) - set(FLAG_NAMES))
+    bad = sorted(map(str, set(flags) - set(FLAG_NAMES)))
     if bad:
         raise ScenarioError(f"{name}: unknown flag(s) {', '.join(bad)}; known flags: {', '.join(FLAG_NAMES)}")
+    try:
+        Flags().with_(**flags)
+    except SimcacheError as e:
+        msg = str(e)
+        raise ScenarioError(f"{name}: {msg if msg.startswith('flag ') else 'flag ' + msg}") from None
     preset = doc.get("preset")
-    if preset is not None and preset not in PRESETS:
+    if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):
         raise ScenarioError(f"{name}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    expect = doc.get("expect") or {}
+    if not isinstance(expect, dict) or not all(isinstance(v, dict) for v in expect.values()):
+        raise ScenarioError(f"{name}: 'expect' must map preset names to expected results, like "
+                            f"{{pre_fix: {{outcome: assertion}}}}")
+    bad = sorted(map(str, set(expect) - set(PRESETS)))
+    if bad:
+        raise ScenarioError(f"{name}: 'expect' names unknown preset(s) {', '.join(bad)}; choose from "
+                            f"{', '.join(PRESETS)}")
     schedule = doc.get("schedule")
     sc = Scenario(name=str(doc.get("name") or name), config={k: v for k, v in cfg.items()}, actors=actors,
                   title=str(doc.get("title") or doc.get("about") or ""),
                   description=str(doc.get("description") or ""), reference=str(doc.get("reference") or ""),
                   preset=preset, flags=dict(flags), initial=list(initial), schedule=schedule,
-                  expect=doc.get("expect") or {}, minimal_schedule=doc.get("minimal_schedule"), source=source)
+                  expect=expect, minimal_schedule=doc.get("minimal_schedule"), source=source)
     if schedule is not None:
         try:
             sc.parse_schedule(schedule)
         except ScheduleError as e:
-            raise ScenarioError(f"{name}: schedule: {e}") from None
+            raise ScenarioError(f"{name}: {e}") from None
     return sc
 
 
@@ -210,10 +248,14 @@ def load_text(text: str, name: str, suffix: str) -> Any:
             return json.loads(text)
         except ValueError as e:
             raise ScenarioError(f"{name} is not valid JSON ({e}); fix the syntax at that line") from None
+        except RecursionError:
+            raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and objects") from None
     import yaml
 
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and mappings") from None
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""
@@ -227,7 +269,7 @@ def load_file(path: str | os.PathLike) -> Scenario:
     except OSError as e:
         raise ScenarioError(f"cannot read scenario file {p}: {e.strerror}; check the path") from None
     if len(raw) > 10_000_000:
-        raise ScenarioError(f"{p.name} is larger than 10 MB; a scenario file should be small")
+        raise ScenarioError(f"{p.name} is larger than 10 MB; keep a scenario file under 10 MB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

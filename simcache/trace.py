@@ -192,6 +192,10 @@ class Recorder:
                                                 tuple(data["removed"])))
         elif kind == "backup":
             self._check_readmission(node, "ongoing_write_through")
+        elif kind == "host_ref" and any(f in ("write_backup_storage", "prefetch_from_storage")
+                                        for f, _ in self._frames[-2:]):
+            in_backup = any(f == "write_backup_storage" for f, _ in self._frames)
+            self._check_readmission(node, "ongoing_backup" if in_backup else "prefetch anchor")
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
         self._pools = None
