@@ -56,7 +56,9 @@ class Run:
             violations=t.violation_counts(), pools=pools, steps=len(t.steps), operations=len(t.ops),
             trace_sha256=t.sha256(), warnings=r["warnings"],
             # the oracle's names and formats, for a field-by-field diff with the real code
-            raised_in=r["raised_in"], step=r["step"], status=r["status"], tree=r["tree"],
+            outcome_text=r["outcome"], sig=r["sig"], chain=r["chain"],
+            raised_in=r["raised_in"], step=r["step"], status=r["status"], tree=r["tree"], tree_slots=r["tree_slots"],
+            free=r["free"], inflight=r["inflight"],
             double_frees=[dict(pool=d["pool"], slots=d["slots"], chain=d["chain"]) for d in r["double_frees"]],
             accounting=r["accounting"], counters=r["counters"], first_stale=r["first_stale"],
             stale_final=r["stale_final"],
