@@ -114,6 +114,20 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
             self.recorder.event("detach", node=node, parent=parent, slot=slot, popped=popped)
         return popped
 
+    def _pop_from_parent(self, node: TreeNode) -> TreeNode:
+        """Pop ``node``'s slot from its parent and assert it held ``node`` (SGLang's check, same message)."""
+        parent = node.parent
+        if self._detach(parent, node) is not node:
+            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+        return parent
+
+    def _free_host_mamba(self, node: TreeNode) -> None:
+        if node.mamba_host_value is not None:
+            if self.mamba_host_lru_list.in_list(node):
+                self.mamba_host_lru_list.remove_node(node)
+            self.pools.host_mamba.free(node.mamba_host_value)
+            node.mamba_host_value = None
+
     # --- leaf sets (reference b.4) ---
     def _discard_from_leaf_sets(self, node: TreeNode) -> None:
         self.evictable_full_device_leaves.discard(node)

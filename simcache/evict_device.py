@@ -97,17 +97,10 @@ class DeviceEviction:
         if self.full_lru_list.in_list(node):
             self.full_lru_list.remove_node(node)
         mamba = self._free_device_mamba(node)
-        if node.mamba_host_value is not None:
-            if self.mamba_host_lru_list.in_list(node):
-                self.mamba_host_lru_list.remove_node(node)
-            self.pools.host_mamba.free(node.mamba_host_value)
-            node.mamba_host_value = None
+        self._free_host_mamba(node)
         node.value = None
         self._discard_from_leaf_sets(node)
-        parent = node.parent
-        popped = self._detach(parent, node)
-        if popped is not node:
-            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+        parent = self._pop_from_parent(node)
         self._update_leaf_status(parent)
         _, cascade_full, cascade_mamba = self._iteratively_delete_tombstone_leaf(node)
         return full + cascade_full, mamba + cascade_mamba

@@ -55,16 +55,9 @@ class HostEviction:
             return 0
         full = self.controller.evict_host(node.host_value)
         node.host_value = None
-        if node.mamba_host_value is not None:
-            if self.mamba_host_lru_list.in_list(node):
-                self.mamba_host_lru_list.remove_node(node)
-            self.pools.host_mamba.free(node.mamba_host_value)
-            node.mamba_host_value = None
+        self._free_host_mamba(node)
         self._discard_from_leaf_sets(node)
-        parent = node.parent
-        popped = self._detach(parent, node)
-        if popped is not node:
-            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+        parent = self._pop_from_parent(node)
         self._update_leaf_status(parent)
         _, cascade_full, _ = self._iteratively_delete_tombstone_leaf(node)
         return full + cascade_full
@@ -83,10 +76,7 @@ class HostEviction:
         if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
                 node, "_delete_tombstone_leaf"):
             return
-        parent = node.parent
-        popped = self._detach(parent, node)
-        if popped is not node:
-            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+        parent = self._pop_from_parent(node)
         self._discard_from_leaf_sets(node)
         if node.host_value is not None and node.host_ref_counter == 0 and node.host_mamba_ref_counter == 0:
             self.controller.evict_host(node.host_value)
