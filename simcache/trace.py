@@ -227,11 +227,13 @@ class Recorder:
             self._check_step()
 
     def frame_holders(self) -> dict[int, tuple[str, ...]]:
-        out: dict[int, list[str]] = {}
-        for name, nodes in self._frames:
+        """node id -> the calls on the stack that hold it to use it (not the code deleting it)."""
+        out: dict[int, tuple[str, ...]] = {}
+        for _, nodes in self._frames:
             for n in nodes:
-                out.setdefault(n.id, []).append(f"{name}()")
-        return {k: tuple(v) for k, v in out.items()}
+                if n.id not in out:
+                    out[n.id] = tuple(x for x in self._user_frames(n) if not x.startswith("_insert_helper's"))
+        return {k: v for k, v in out.items() if v}
 
     def _user_frames(self, node: TreeNode) -> list[str]:
         """Simulated calls on the stack that hold ``node`` to *use* it, as opposed to the code deleting it: every

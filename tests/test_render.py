@@ -129,7 +129,7 @@ def test_text_panels():
     end = pools_panel(t.snapshots[CRASH_STEP])
     assert "double-freed [0, 1]" in end and "size counters" in end
     ledger = holders_panel(t.snapshots[STALE_STEP])
-    assert "write_backup()" in ledger and "a simulated call frame" in ledger
+    assert "write_backup()" in ledger and "a simulated call that will keep using it" in ledger
     assert "no stale node" in holders_panel(t.snapshots[0])
     assert "sc-red" not in invariants_panel(t, 0)
     inv = invariants_panel(t, STALE_STEP)
