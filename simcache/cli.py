@@ -132,6 +132,26 @@ def cmd_explore(a) -> int:
     return cli_explore(a)
 
 
+def cmd_workload(a) -> int:
+    from .explore.progress import progress_for
+    from .versions import PRESETS as known
+    from .workload import WorkloadSpec, crash_rates, table
+
+    bad = [p for p in a.presets if p not in known]
+    if bad:
+        raise UsageError(f"unknown preset(s) {', '.join(bad)}; choose from {', '.join(known)}")
+    if a.streams < 1 or a.requests < 1 or any(p <= 0 for p in a.pressures):
+        raise UsageError("--streams and --requests must be at least 1 and every --pressures value above 0")
+    bar = progress_for("workload", a.progress)
+    try:
+        rows = crash_rates(a.presets, a.pressures, a.streams, a.seed, a.jobs, WorkloadSpec(requests=a.requests), bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(json.dumps(rows, indent=1) if a.json else table(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="simcache", description="A faithful, visual simulator of SGLang's HiMambaRadixCache.")
     sub = ap.add_subparsers(dest="command", parser_class=_Parser)
@@ -164,8 +184,20 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")
     x.add_argument("--out", help="folder for the schedule, shrunk scenario, JSON trace and pytest file")
     x.add_argument("--jobs", type=int, default=1, help="worker processes")
+    x.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     x.add_argument("--json", action="store_true")
     x.set_defaults(fn=cmd_explore)
+    w = sub.add_parser("workload", help="crash rate per preset as host memory pressure rises")
+    w.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"])
+    w.add_argument("--pressures", nargs="+", type=float, default=[0.5, 1, 2, 4, 8],
+                   help="working set / host KV slots")
+    w.add_argument("--streams", type=int, default=50, help="request streams per preset and pressure")
+    w.add_argument("--requests", type=int, default=64, help="chat turns per stream")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--jobs", type=int, default=1, help="worker processes (results identical to serial)")
+    w.add_argument("--progress", action="store_true")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(fn=cmd_workload)
     return ap
 
 
@@ -174,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         a = ap.parse_args(argv)
         if not getattr(a, "fn", None):
-            raise UsageError("give a command: run, scenarios, explore or export (see --help)")
+            raise UsageError("give a command: run, scenarios, explore, export or workload (see --help)")
         return a.fn(a)
     except SimcacheError as e:
         msg = str(e)

@@ -1,0 +1,161 @@
+"""Exploration benchmarks: one command, every ratio measured in the same run (not a test).
+
+    python benchmarks/bench_explore.py            # everything (a few minutes on 2 cores)
+    python benchmarks/bench_explore.py --quick    # smaller samples, skips the slowest rows
+
+Times are the best of up to five runs of a call (two seconds in all), so that load from other processes on a shared
+machine shows less. Prints markdown tables:
+1. schedules per second with the trace on (``simulate``: recorder, snapshots, invariants), the fast path
+   (``ops_run.execute``: no recorder) and the explorer's machine (no recorder, no KV data), on the same schedules;
+2. per gallery scenario under pre_fix: time to the first failure (any assertion) and to the minimal failure of the
+   stale-node race (fewest-preemptions-first search, then shrinking), with what was found;
+3. the speed-up from pruning equivalent prefixes: schedules run and time without / with it, for the same verdict
+   (same outcome signatures, same damage kinds, same number of distinct end states);
+4. finding the hidden needle: exhaustive (fewest preemptions first) against random and PCT;
+5. how a prefix's state is obtained (keep + clone, replay + clone, replay every child) and processes (jobs).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from simcache.explore import explore, plan_for, shrink  # noqa: E402
+from simcache.explore.sampling import draw_random, run_schedule  # noqa: E402
+from simcache.ops_run import execute  # noqa: E402
+from simcache.scenario import gallery, load  # noqa: E402
+from simcache.scheduler import Schedule  # noqa: E402
+from simcache.simulate import resolve_flags, simulate  # noqa: E402
+
+X = "parent does not have child key"
+BOUND = {"scenario_a": None, "scenario_b": None, "scenario_d": None, "scenario_c": 2, "crash_pr": 2,
+         "hidden_needle": 1}
+
+
+def clock(fn, *args, **kw):
+    """``fn``'s result and its best wall time: quick calls are repeated (up to 5 times or 2 s in all), since other
+    processes on a shared machine only ever make a run slower."""
+    best, spent, n = float("inf"), 0.0, 0
+    while n < 5 and (n == 0 or spent < 2.0):
+        t = time.perf_counter()
+        out = fn(*args, **kw)
+        took = time.perf_counter() - t
+        best, spent, n = min(best, took), spent + took, n + 1
+    return out, best
+
+
+def table(head: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def rates(names: list[str], n: int) -> str:
+    rows = []
+    warm = load("scenario_d")
+    simulate(warm, "pre_fix"), execute(warm.config, warm.linearize(warm.parse_schedule()), resolve_flags(warm, None,
+                                                                                                          None)[1])
+    for name in names:
+        sc = load(name)
+        _, fl = resolve_flags(sc, "pre_fix", None)
+        plan = plan_for(sc, fl)
+        rng = random.Random(0)
+        draws = [draw_random(rng, plan.lengths) for _ in range(n)]
+        scheds = [Schedule(tuple(plan.actors[i] for i in d)) for d in draws]
+        _, on = clock(lambda sc, scheds: [simulate(sc, "pre_fix", schedule=s) for s in scheds], sc, scheds)
+        _, off = clock(lambda sc, fl, scheds: [execute(sc.config, sc.linearize(s), fl) for s in scheds], sc, fl, scheds)
+        _, fast = clock(lambda plan, draws: [run_schedule(plan, d) for d in draws], plan, draws)
+        rows.append([name, f"{n / on:.0f}", f"{n / off:.0f}", f"{n / fast:.0f}", f"{on / off:.1f}x",
+                     f"{off / fast:.1f}x"])
+    return table(["scenario", "trace on /s", "trace off /s", "explorer machine /s", "off vs on", "machine vs off"],
+                 rows)
+
+
+def to_failure(names: list[str]) -> str:
+    rows = []
+    for name in names:
+        first, t_first = clock(explore, name, "pre_fix", bound=BOUND[name], until="")
+        race, t_race = clock(explore, name, "pre_fix", bound=BOUND[name], until=X)
+        f = race.first_failure
+        bound = "none" if BOUND[name] is None else BOUND[name]
+        if f is None or X not in f.signature:
+            seen = first.first_failure.schedule if first.first_failure else "none"
+            rows.append([name, bound, f"{t_first:.2f}", seen, f"{t_race:.2f} (not reached)", "-", "-", "-"])
+            continue
+        small, t_shrink = clock(shrink, name, "pre_fix", schedule=f.schedule)
+        rows.append([name, bound, f"{t_first:.2f}", f"`{first.first_failure.schedule}`",
+                     f"{t_race:.2f} ({race.schedules_run} runs)", f"`{f.schedule}` ({f.preemptions} pre.)",
+                     f"{t_race + t_shrink:.2f}", f"`{small.schedule}` ({small.steps} ops, {small.switches} sw.)"])
+    return table(["scenario", "bound", "first failure s", "first failure", "race found s", "race (fewest preemptions)",
+                  "minimal s (search + shrink)", "minimal"], rows)
+
+
+def pruning(cases: list[tuple[str, str, int | None]]) -> str:
+    rows = []
+    for name, preset, bound in cases:
+        on, t_on = clock(explore, name, preset, bound=bound)
+        off, t_off = clock(explore, name, preset, bound=bound, prune=False)
+        same = (on.signatures == off.signatures and dict(on.damage).keys() == dict(off.damage).keys()
+                and on.distinct_states == off.distinct_states)
+        rows.append([name, preset, "none" if bound is None else bound, off.schedules_run, on.schedules_run,
+                     f"{off.schedules_run / on.schedules_run:.1f}x", f"{t_off:.2f}", f"{t_on:.2f}",
+                     f"{t_off / t_on:.1f}x", "yes" if same else "NO"])
+    return table(["scenario", "preset", "bound", "runs without", "runs with", "runs ratio", "s without", "s with",
+                  "time ratio", "same verdict"], rows)
+
+
+def modes(name: str, bound: int, jobs: int) -> str:
+    rows, base = [], None
+    for mode, j in (("keep", 1), ("fork", 1), ("replay", 1), ("fork", jobs)):
+        res, t = clock(explore, name, "pre_fix", bound=bound, mode=mode, jobs=j)
+        base = base or t
+        rows.append([mode, j, res.schedules_run, f"{t:.2f}", f"{res.schedules_run / t:.0f}", f"{base / t:.2f}x"])
+    return table(["prefix state", "jobs", "schedules", "s", "schedules/s", "speed vs keep"], rows)
+
+
+def needle(budget: int) -> str:
+    """How each strategy does on the needle: runs until the race (or the budget), and what else it saw."""
+    rows = []
+    for strategy, bound in (("exhaustive", 1), ("random", None), ("pct", 2), ("pct", 3)):
+        kw = dict(bound=bound, until=X) if strategy == "exhaustive" else dict(bound=bound, seed=0, budget=budget)
+        res, t = clock(explore, "hidden_needle", "pre_fix", strategy=strategy, **kw)
+        f = res.failure_with(X)
+        rows.append([strategy + ("" if bound is None else f" ({'bound' if strategy == 'exhaustive' else 'depth'} "
+                                 f"{bound})"), res.schedules_run, f"{t:.2f}",
+                     f"`{f.schedule}`" if f else "not found", res.failing - (1 if f else 0)])
+    return table(["strategy", "schedules run", "s", "the race", "other failures seen"], rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    a = ap.parse_args(argv)
+    names = [n for n in gallery() if n in BOUND]
+    slow = {"crash_pr"} if a.quick else set()
+    print(f"# simcache explore benchmarks ({'quick' if a.quick else 'full'}, {os.cpu_count()} CPUs)\n")
+    print("## Schedules per second (same random schedules, pre_fix)\n")
+    print(rates(names, 20 if a.quick else 100), "\n")
+    print("## Time to the first failure and to the minimal failure (pre_fix)\n")
+    print(to_failure([n for n in names if n not in slow]), "\n")
+    print("## Pruning equivalent prefixes: same verdict, fewer schedules\n")
+    cases = [("scenario_a", "pre_fix", None), ("scenario_b", "pre_fix", None), ("scenario_b", "described_fix", None),
+             ("scenario_c", "pre_fix", 0 if a.quick else 1), ("scenario_c", "described_fix", 0 if a.quick else 1),
+             ("hidden_needle", "pre_fix", 0)]
+    if not a.quick:
+        cases.append(("crash_pr", "pre_fix", 0))
+    print(pruning(cases), "\n")
+    print("## Finding the needle (hidden_needle, pre_fix: 302,400 interleavings)\n")
+    print(needle(1000 if a.quick else 5000), "\n")
+    print(f"## Prefix states and processes (scenario_c, bound {1 if a.quick else 2})\n")
+    print(modes("scenario_c", 1 if a.quick else 2, a.jobs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

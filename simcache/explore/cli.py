@@ -1,0 +1,85 @@
+"""``python -m simcache explore``: search, optionally shrink, print a summary (or JSON), write artefacts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..scenario import load
+from ..versions import parse_flag
+from .progress import progress_for
+from .results import ExploreResult, Failure
+from .search import explore
+
+STALE = "parent does not have child key"  # the race this project teaches; preferred when choosing what to shrink
+DEFAULT_BOUND = 2  # the CLI's preemption bound when none is given (the API's default is no bound)
+
+
+def pick_failure(res: ExploreResult) -> Failure | None:
+    """The stale-node race's first failure if the search saw it, else the first failure."""
+    return res.failure_with(STALE) or res.first_failure
+
+
+def summary(res: ExploreResult, minimal: dict | None) -> str:
+    what = {"exhaustive": f"exhaustive, preemption bound {res.bound if res.bound is not None else 'none'}",
+            "random": f"random, seed {res.seed}", "pct": f"PCT depth {res.bound}, seed {res.seed}"}[res.strategy]
+    lines = [f"{res.scenario} under {res.preset}: {what}",
+             f"  schedules run     {res.schedules_run} of {res.total_schedules} interleavings"
+             + (f"  ({res.pruned} prefixes pruned as already-seen states)" if res.strategy == "exhaustive" else ""),
+             f"  distinct states   {res.distinct_states} end states",
+             f"  failing           {res.failing} ({100 * res.failing_fraction:.1f}%)",
+             "  outcomes:"]
+    lines += [f"    {n:7d}  {sig}" for sig, n in sorted(res.outcomes, key=lambda kv: -kv[1])]
+    for tag, sched in res.damage:
+        lines.append(f"  damage            {tag} (first seen after: {sched})")
+    scope = "the whole schedule space" if res.space_covered else (
+        "everything within the bound" if res.exhausted else "a part of the space (budget or stop)")
+    lines.append(f"  covered           {scope}")
+    for sig, f in res.first_by_signature:
+        lines.append(f"  first {f.preemptions}-preemption failure: {f.schedule}\n      -> {sig}")
+    if minimal is not None:
+        tag = "minimal (shrunk)" if minimal.get("shrunk") else "shrink it with --shrink"
+        lines.append(f"  {tag}: {minimal['schedule']}  ({minimal['steps']} steps, {minimal.get('switches')} "
+                     f"switches) -> {minimal['assertion']} in {minimal['raised_in']}")
+    lines.append(f"  time              {res.time_s:.2f} s ({res.rate:.0f} schedules/s)")
+    return "\n".join(lines)
+
+
+def cli_explore(a) -> int:
+    from .artefacts import write_artefacts
+    from .shrink import shrink
+
+    flags = dict(parse_flag(t) for t in a.flag or ())
+    sc = load(a.scenario)
+    bound = a.bound if a.bound is not None or a.strategy != "exhaustive" else DEFAULT_BOUND
+    bar = progress_for(f"explore {sc.name}", getattr(a, "progress", False))
+    try:
+        res = explore(sc, a.preset, flags, a.strategy, bound, a.seed, a.budget, a.jobs, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    failure, minimal, written = pick_failure(res), None, {}
+    if failure is not None:
+        if a.shrink:
+            sh = shrink(sc, res.preset, flags, failure.schedule)
+            minimal = dict(sh.as_dict(), shrunk=True)
+            if a.out:
+                written = write_artefacts(a.out, sh.scenario, sh.preset, sh.schedule)
+        else:
+            minimal = dict(schedule=failure.schedule, steps=failure.steps, assertion=failure.assertion,
+                           raised_in=failure.raised_in, signature=failure.signature, switches=failure.switches,
+                           preemptions=failure.preemptions, shrunk=False)
+            if a.out:
+                written = write_artefacts(a.out, sc, res.preset, failure.schedule, flags)
+    out = dict(res.as_dict(), minimal=minimal)
+    if a.out:
+        path = Path(a.out) / "explore.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        out["written"] = {k: str(v) for k, v in {**written, "result": path}.items()}
+    if a.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(summary(res, minimal))
+        for k, v in out.get("written", {}).items():
+            print(f"  wrote {k:9s} {v}")
+    return 0
