@@ -208,10 +208,16 @@ PRESET_NAMES = "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix"
 GALLERY = ", ".join(gallery())
 
 CALLS = [
-    ([], "give a command: run, scenarios, explore or export (see --help)"),
+    ([], "give a command: run, scenarios, explore, export or workload (see --help)"),
     (["frobnicate"], "argument command: invalid choice: 'frobnicate' (choose from 'run', 'scenarios', 'export', "
-                     "'explore'); see `python -m simcache --help`"),
+                     "'explore', 'workload'); see `python -m simcache --help`"),
     (["run"], "the following arguments are required: scenario; see `python -m simcache run --help`"),
+    (["workload", "--presets", "nope"], "unknown preset(s) nope; choose from pre_fix, described_fix, reviewed_fix, "
+                                        "merged_fix, followup_fix"),
+    (["workload", "--streams", "0"], "--streams and --requests must be at least 1 and every --pressures value "
+                                     "above 0"),
+    (["workload", "--pressures", "x"], "argument --pressures: invalid float value: 'x'; see "
+                                       "`python -m simcache workload --help`"),
     (["run", "scenario_c", "--verbose"], "unrecognized arguments: --verbose; see `python -m simcache --help`"),
     (["scenarios", "--all"], "unrecognized arguments: --all; see `python -m simcache --help`"),
     (["run", "scenario_c", "--preset"], "argument --preset: expected one argument; see `python -m simcache run "
