@@ -3,7 +3,7 @@
 Each gallery file (``assets/scenarios/*.yaml``) records, per preset, what a run must report: the outcome, where
 SGLang's code raised and at which operation, the message, the double frees, the leaked slots, and how many
 went-stale and cleaned-up events the trace holds. ``fixtures/oracle_{A,B,C,D}.json`` are verbatim copies of the
-oracle's examples (``shared/tools/sglang_oracle/examples``): their ``expect`` blocks are what SGLang's real code did
+oracle's example files (copied into tests/fixtures): their ``expect`` blocks are what SGLang's real code did
 at the three real commits, and ``simcache run FILE --json`` must agree on ``outcome``, ``raised_in``, ``step`` and
 ``tree``.
 """
