@@ -21,7 +21,8 @@ if [ -d notebooks ] && [ -n "$(find notebooks -name '*.ipynb' -not -path '*/.ipy
         [ "$status" -ne 0 ] || status=$nb_status
     fi
 else
-    echo "[test] no notebooks/*.ipynb yet; skipping nbmake"
+    echo "[test] notebooks/*.ipynb are missing: the six guided notebooks must be there (FAILED)"
+    [ "$status" -ne 0 ] || status=1
 fi
 
 if [ "$status" -eq 0 ]; then echo "[test] all passed"; else echo "[test] FAILED"; fi

@@ -48,6 +48,26 @@ class Crash:
         return dict(message=self.message, type=self.type, function=self.function, stack=list(self.stack))
 
 
+_OBSERVERS = ("trace.py", "trace_hooks.py", "snapshot.py", "invariants.py", "state.py")
+
+
+class InternalError(RuntimeError):
+    """A bug in simcache's own observers (recorder, snapshots, invariants), never a result of the simulated cache."""
+
+
+def raise_if_internal(exc: BaseException, where: str) -> None:
+    """Re-raise ``exc`` as an ``InternalError`` when it was raised by simcache's observers rather than by the code
+    that mirrors SGLang (whose exceptions, assertions or not, are results)."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb.tb_frame, tb.tb_next
+    path = last.f_code.co_filename if last is not None else ""
+    if "/simcache/" in path.replace("\\", "/") and (path.endswith(_OBSERVERS) or "/render/" in path):
+        raise InternalError(f"simcache bug while observing {where}: {type(exc).__name__}: {exc} "
+                            f"(in {path.rsplit('/', 1)[-1]}:{last.f_lineno})") from exc
+
+
 def crash_from(exc: BaseException) -> Crash:
     frames = simulated_frames(exc)
     typ = "AssertionError" if isinstance(exc, AssertionError) else type(exc).__name__

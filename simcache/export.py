@@ -134,6 +134,8 @@ def export_html(run, path, compare=None) -> Path:
     if len(run.trace.snapshots) != len(run.trace.steps):
         raise ConfigError("this run was simulated without snapshots; simulate(..., snapshots=True) to export it")
     out = Path(path)
+    if not str(path) or not out.name or out.is_dir():
+        raise ConfigError(f"-o must name a file, not {str(path)!r}; e.g. -o run.html")
     text = render_page(run, compare)
     tmp = out.with_name(out.name + ".part")
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .cache import HiMambaRadixCache
 from .config import POLICIES, CacheConfig
-from .driver import Crash, Driver, Skip, crash_from
+from .driver import Crash, Driver, Skip, crash_from, raise_if_internal
 from .errors import ScenarioError, SimcacheError
 from .state import accounting, counters, inflight, stale_refs, tree_lines, tree_slot_lines
 from .versions import Flags
@@ -189,6 +189,7 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
         except SimcacheError:
             raise
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+            raise_if_internal(e, f"op {i} ({op.get('op')})")
             status.append("x")
             crash, step = crash_from(e), i
             cache.crashed = crash

@@ -21,6 +21,7 @@ from .cache import HiMambaRadixCache
 from .cli import transcript as _transcript
 from .config import CacheConfig
 from .driver import Driver, Skip
+from .errors import ConfigError
 from .render.dot import legend_dot, render_svg, snapshot_to_dot
 from .render.frames import FOCUS_CSS, focus_svg, frame
 from .render.moments import lockstep, moments
@@ -192,7 +193,14 @@ def moment(run, kind: str, nth: int = 0) -> int:
         return len(run.trace.steps) - 1
     if kind == "start":
         return 0
-    return moments(run.trace)[kind][nth]
+    found = moments(run.trace)
+    if kind not in found:
+        raise ConfigError(f"unknown moment {kind!r}; choose from start, end, {', '.join(found)}")
+    if not -len(found[kind]) <= nth < len(found[kind]):
+        have = [k for k, v in found.items() if v]
+        raise ConfigError(f"this run has {len(found[kind])} {kind!r} moment(s), so there is no number {nth}; "
+                          f"its moments are: {', '.join(have) or 'none'}")
+    return found[kind][nth]
 
 
 def _step(run, at) -> int:
@@ -228,6 +236,8 @@ def explain(run, node: int | None = None) -> Text:
     """Plain English: how node ``node`` (default: the first that went stale) went stale, who held it, what came next."""
     from .render.explain import explain_stale
 
+    if node is None and not run.trace.went_stale:
+        raise ConfigError("no node went stale in this run, so there is nothing to explain; pick a run that crashes")
     return Text(explain_stale(run.trace, run.trace.went_stale[0].node if node is None else node))
 
 

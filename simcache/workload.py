@@ -174,8 +174,9 @@ def crash_rates(presets: Sequence[str] = ("pre_fix", "merged_fix", "followup_fix
     bad = [p for p in presets if p not in PRESETS]
     if bad:
         raise WorkloadError(f"unknown preset(s) {', '.join(bad)}; choose from {', '.join(PRESETS)}")
-    if not pressures or any(not isinstance(p, (int, float)) or p <= 0 for p in pressures):
-        raise WorkloadError("pressures must be positive numbers, like 0.5 1 2 4 (working set / host KV)")
+    if not pressures or any(not isinstance(p, (int, float)) or not (1e-3 <= p <= 1e6) for p in pressures):
+        raise WorkloadError("pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "
+                            "(working set / host KV slots)")
     for label, v in (("n_streams", n_streams), ("jobs", jobs)):
         if type(v) is not int or v < 1:
             raise WorkloadError(f"{label} must be a whole number >= 1, not {v!r}")

@@ -214,8 +214,11 @@ CALLS = [
     (["run"], "the following arguments are required: scenario; see `python -m simcache run --help`"),
     (["workload", "--presets", "nope"], "unknown preset(s) nope; choose from pre_fix, described_fix, reviewed_fix, "
                                         "merged_fix, followup_fix"),
-    (["workload", "--streams", "0"], "--streams and --requests must be at least 1 and every --pressures value "
-                                     "above 0"),
+    (["workload", "--streams", "0"], "--streams and --requests must be at least 1"),
+    (["workload", "--pressures", "nan"], "pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "
+                                         "(working set / host KV slots)"),
+    (["export", "scenario_a", "-o", ""], "-o must name a file, not ''; e.g. -o run.html"),
+    (["explore", "scenario_a", "--out", ""], "--out needs a folder name, like --out build/explore"),
     (["workload", "--pressures", "x"], "argument --pressures: invalid float value: 'x'; see "
                                        "`python -m simcache workload --help`"),
     (["run", "scenario_c", "--verbose"], "unrecognized arguments: --verbose; see `python -m simcache --help`"),

@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from simcache.cache import HiMambaRadixCache
 from simcache.config import CacheConfig
-from simcache.driver import Driver, Skip, crash_from
+from simcache.driver import Driver, Skip, crash_from, raise_if_internal
 from simcache.state import attached_ids, tree_lines
 from simcache.versions import PRESETS
 
@@ -50,6 +50,7 @@ def machine_for(preset_name: str, policy: str, check_host_refs: bool | None = No
             except Skip:
                 pass
             except Exception as e:  # noqa: BLE001 - the simulated cache's exceptions are outcomes
+                raise_if_internal(e, f"ops {self.ops}")  # a bug of simcache's own is never an outcome
                 self.crash = crash_from(e)
                 assert self.crash.function != "driver", f"simcache itself failed: {e!r} after ops {self.ops}"
             if check_host_refs:

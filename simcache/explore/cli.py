@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import SimcacheError
 from ..scenario import load
 from ..versions import parse_flag
 from .progress import progress_for
@@ -44,12 +45,24 @@ def summary(res: ExploreResult, minimal: dict | None) -> str:
     return "\n".join(lines)
 
 
+def _prepare_out(out: str) -> None:
+    """Create the --out folder before any work, so a bad path fails at once with one sentence."""
+    if not out:
+        raise SimcacheError("--out needs a folder name, like --out build/explore")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SimcacheError(f"cannot create the --out folder {out}: {e.strerror}; choose another folder") from None
+
+
 def cli_explore(a) -> int:
     from .artefacts import write_artefacts
     from .shrink import shrink
 
     flags = dict(parse_flag(t) for t in a.flag or ())
     sc = load(a.scenario)
+    if a.out is not None:
+        _prepare_out(a.out)
     bound = a.bound if a.bound is not None or a.strategy != "exhaustive" else DEFAULT_BOUND
     bar = progress_for(f"explore {sc.name}", getattr(a, "progress", False))
     try:
@@ -73,8 +86,10 @@ def cli_explore(a) -> int:
     out = dict(res.as_dict(), minimal=minimal)
     if a.out:
         path = Path(a.out) / "explore.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=1) + "\n")
+        try:
+            path.write_text(json.dumps(out, indent=1) + "\n")
+        except OSError as e:
+            raise SimcacheError(f"cannot write {path}: {e.strerror}; choose another --out folder") from None
         out["written"] = {k: str(v) for k, v in {**written, "result": path}.items()}
     if a.json:
         print(json.dumps(out, indent=1))

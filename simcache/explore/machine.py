@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from ..cache import HiMambaRadixCache
-from ..driver import Crash, Driver, Skip, crash_from
+from ..driver import Crash, Driver, Skip, crash_from, raise_if_internal
 from ..errors import SimcacheError
 from ..ops_run import build_config
 from ..scenario import Scenario
@@ -120,6 +120,7 @@ class Machine:
         except SimcacheError:
             raise
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+            raise_if_internal(e, f"op {self.index} ({op.get('op')})")
             self.crash = crash_from(e)
             self.cache.crashed = self.crash
             status = "x"
