@@ -82,7 +82,8 @@ def test_the_table_and_the_command_line(capsys):
 
 @pytest.mark.parametrize("kw, sentence", [
     (dict(presets=["newest_fix"]), "unknown preset(s) newest_fix"),
-    (dict(pressures=[0]), "pressures must be positive numbers"),
+    (dict(pressures=[0]), "pressures must be numbers between 0.001 and 1000000"),
+    (dict(pressures=[float("nan")]), "pressures must be numbers between 0.001 and 1000000"),
     (dict(n_streams=0), "n_streams must be a whole number >= 1, not 0"),
 ])
 def test_bad_workload_arguments_raise_a_simcache_error(kw, sentence):
