@@ -141,8 +141,6 @@ def test_stepping_is_fast_once_precomputed():
     assert p.model.cursor == 60
 
 
-@pytest.mark.skipif("scenario_c" not in __import__("simcache.scenario").scenario.gallery(),
-                    reason="the gallery has no scenario_c yet")
 def test_gallery_scenario_c_in_the_player_and_the_game():
     from simcache.simulate import simulate
 

@@ -190,8 +190,6 @@ def test_plots_return_figures_and_png():
     assert {line.get_label() for line in ax.get_lines()} >= {"device_kv (32 slots)", "went-stale", "assertion"}
 
 
-@pytest.mark.skipif("scenario_c" not in __import__("simcache.scenario").scenario.gallery(),
-                    reason="the gallery has no scenario_c yet")
 def test_gallery_scenario_c_draws_the_same_stale_node():
     run = simulate("scenario_c", "pre_fix")
     step = run.trace.went_stale[0].step

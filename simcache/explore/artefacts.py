@@ -150,11 +150,16 @@ def write_artefacts(out_dir: str | Path, scenario: Scenario, preset: str, schedu
                  test=out / f"test_minimal_{_ident(scenario.name.removesuffix('_minimal'))}.py")
     trace = run.to_json()
     trace["micro_steps"] = [s.as_dict() for s in run.trace.steps]
-    try:
-        paths["schedule"].write_text(schedule + "\n")
-        paths["scenario"].write_text(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=110))
-        paths["trace"].write_text(json.dumps(trace, indent=1, default=str) + "\n")
-        paths["test"].write_text(pytest_source(doc, preset, schedule, run))
+    texts = dict(schedule=schedule + "\n", scenario=yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=110),
+                 trace=json.dumps(trace, indent=1, default=str) + "\n", test=pytest_source(doc, preset, schedule, run))
+    parts = {k: p.with_name(p.name + ".part") for k, p in paths.items()}
+    try:  # all or nothing: write every file aside, then move them into place
+        for k, text in texts.items():
+            parts[k].write_text(text)
+        for k, p in paths.items():
+            parts[k].replace(p)
     except OSError as e:
+        for part in parts.values():
+            part.unlink(missing_ok=True)
         raise SimcacheError(f"cannot write into {out}: {e.strerror}; choose another --out") from None
     return paths
