@@ -153,6 +153,9 @@ def write_artefacts(out_dir: str | Path, scenario: Scenario, preset: str, schedu
     texts = dict(schedule=schedule + "\n", scenario=yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=110),
                  trace=json.dumps(trace, indent=1, default=str) + "\n", test=pytest_source(doc, preset, schedule, run))
     parts = {k: p.with_name(p.name + ".part") for k, p in paths.items()}
+    blocked = [p.name for p in paths.values() if p.is_dir()]
+    if blocked:
+        raise SimcacheError(f"{out} holds a folder named {blocked[0]} where a file goes; choose another --out")
     try:  # all or nothing: write every file aside, then move them into place
         for k, text in texts.items():
             parts[k].write_text(text)
