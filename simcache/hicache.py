@@ -329,6 +329,14 @@ class HiCache:
             return
         self._protect_host_node(last_host_node, protect_mamba=False)
         host = self._alloc_with_evict(self.pools.host_kv, n, self.evict_host)
+        if host is None and self.flags.prefetch_truncates_to_free_host:
+            free = self.pools.host_kv.available_size()
+            n = page_floor(free, self.page_size)
+            if n < self.prefetch_threshold:
+                self._release_host_node(last_host_node, release_mamba=False)
+                return
+            tokens = tokens[:n]
+            host = self.pools.host_kv.alloc(n)
         if host is None:
             self._release_host_node(last_host_node, release_mamba=False)
             return

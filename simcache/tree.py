@@ -23,6 +23,7 @@ class MatchResult:
     last_host_node: TreeNode
     host_hit_length: int = 0
     best_last_node: TreeNode | None = None
+    mamba_host_hit_length: int = 0  # 0 or 1; only with host_hit_counts_kv_only (#27391), else folded in above
 
 
 class TreeOps:
@@ -84,6 +85,8 @@ class TreeOps:
             last_host = last_host.parent
         mamba_host_hit = 1 if (last_host.mamba_value is None and last_host.mamba_host_value is not None) else 0
         indices = [i for v in value[:best_len] for i in v]
+        if self.flags.host_hit_counts_kv_only:
+            return MatchResult(indices, last_device, last_host, host_hit, best, mamba_host_hit)
         return MatchResult(indices, last_device, last_host, max(host_hit, mamba_host_hit), best)
 
     @simulated

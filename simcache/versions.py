@@ -9,6 +9,11 @@
 | ``reviewed_fix`` | ``described_fix`` + the review (guard first, unconditional LRU removal) | never merged |
 | ``merged_fix`` | what #22592 merged: the predicate change alone | SGLang 14e122cd |
 | ``followup_fix`` | ``merged_fix`` + #23696 (cascade stops at host refs; ``chunked`` forwarded) | SGLang 4a50cd78 |
+| ``main_2026_06`` | ``followup_fix`` + #26945 (prefetch truncated to free host KV) + #27391 (KV-only host hit) | SGLang 7f67965b |
+
+Between 4a50cd78 and 7f67965b only #26945 and #27391 change what our operations can see; the rest of that range
+(load-back anchor, prefetch terminate policy, timeout defaults, TP all-reduces, KV events, allocator refactors) is
+unreachable with one TP rank, no sidecar pools and events off, so it has no flag.
 """
 from __future__ import annotations
 
@@ -37,6 +42,12 @@ class Flags:
     forward_chunked: bool = False
     # write_backup's "parent must be backed up" check: never, always, or only when not writing back (#22185).
     write_backup_parent_check: str = "write_through_only"
+    # prefetch_from_storage: when host KV cannot be allocated even after evict_host, cut the prefetch down to the
+    # page-aligned free host KV and issue it if that is at least prefetch_threshold, instead of declining (#26945).
+    prefetch_truncates_to_free_host: bool = False
+    # match_prefix: host_hit_length counts only the KV host hit; a Mamba-only host hit goes to its own field,
+    # mamba_host_hit_length, instead of counting as one token of host_hit_length (#27391).
+    host_hit_counts_kv_only: bool = False
 
     def __post_init__(self) -> None:
         if self.host_leaf_predicate not in HOST_LEAF_PREDICATES:
@@ -63,20 +74,24 @@ FLAG_NAMES = tuple(f.name for f in fields(Flags))
 
 _MERGED = Flags(host_leaf_predicate="no_children")
 _DESCRIBED = Flags(host_leaf_predicate="no_children", stale_guards=True)
+_FOLLOWUP = replace(_MERGED, cascade_respects_host_refs=True, forward_chunked=True)
 PRESETS: dict[str, Flags] = {
     "pre_fix": Flags(),
     "described_fix": _DESCRIBED,
     "reviewed_fix": replace(_DESCRIBED, guard_before_asserts=True, unconditional_lru_cleanup=True),
     "merged_fix": _MERGED,
-    "followup_fix": replace(_MERGED, cascade_respects_host_refs=True, forward_chunked=True),
+    "followup_fix": _FOLLOWUP,
+    "main_2026_06": replace(_FOLLOWUP, prefetch_truncates_to_free_host=True, host_hit_counts_kv_only=True),
 }
-REAL_PRESETS = ("pre_fix", "merged_fix", "followup_fix")
+REAL_PRESETS = ("pre_fix", "merged_fix", "followup_fix", "main_2026_06")
 PRESET_DESCRIPTIONS = {
     "pre_fix": "the code before the fix (SGLang main e9d6b9eb)",
     "described_fix": "the fix as the PR text describes it: no-children predicate + stale guards + cleanup",
     "reviewed_fix": "described_fix + the review: guard before the asserts, unconditional LRU removal",
     "merged_fix": "what #22592 merged: the host-leaf predicate alone (SGLang main 14e122cd)",
     "followup_fix": "merged_fix + #23696: cascade respects host refs, chunked forwarded (SGLang main 4a50cd78)",
+    "main_2026_06": "followup_fix + #26945 prefetch truncated to free host KV + #27391 KV-only host_hit_length "
+                    "(SGLang main 7f67965b, 2026-06-22)",
 }
 
 

@@ -7,8 +7,12 @@ Run it with the oracle's Python (torch + numpy), after setting up the oracle's v
         --oracle ../shared/tools/sglang_oracle --vendor ~/.cache/sglang_oracle
 
 It prints, per preset, how many sequences agreed field by field, and writes each disagreement to
-``--out`` (default build/oracle_diffs/) as an OPS.json that reproduces it. Nothing here is SGLang code, and the
-project's tests never need it.
+``--out`` (default build/oracle_diffs/) as an OPS.json that reproduces it. ``--profile storage`` draws sequences
+that lean on storage: prefetches into a small host pool (so they get truncated or declined), Mamba states evicted
+to host (so matches end in Mamba-only host hits), prefetch thresholds above one page; ``--page-size`` fixes the page
+size. For ``main_2026_06`` it also counts the sequences on which simcache's ``main_2026_06`` and ``followup_fix``
+differ, i.e. those that exercise the two changes of that version. Nothing here is SGLang code, and the project's
+tests never need it.
 """
 from __future__ import annotations
 
@@ -18,31 +22,44 @@ import logging
 import os
 import random
 import sys
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+from simcache.versions import REAL_PRESETS  # noqa: E402
 
 FIELDS = ("outcome", "raised_in", "step", "status", "tree", "tree_slots", "counters", "inflight", "accounting",
           "free", "first_stale", "stale_final", "double_frees_slots", "chain_names")
 
 
-def random_doc(rng: random.Random) -> dict:
-    ps = rng.choice([1, 1, 1, 2])
+def random_doc(rng: random.Random, profile: str = "mixed", page_size: int | None = None) -> dict:
+    """One random OPS.json document. ``profile`` "storage" leans on storage, prefetch and Mamba host hits."""
+    heavy = profile == "storage"
+    ps = page_size or rng.choice([1, 1, 1, 2])
     policy = rng.choice(["write_through", "write_through", "write_through_selective", "write_back"])
-    storage = rng.random() < 0.5
+    storage = heavy or rng.random() < 0.5
     cfg = dict(policy=policy, storage=storage, page_size=ps, device_kv=rng.choice([12, 16, 24, 32]),
                device_mamba=rng.choice([3, 4, 6, 8]), host_kv=rng.choice([2, 4, 6, 8]),
                host_mamba=rng.choice([1, 2, 4, 8]), driver=rng.choice(["fuzz", "scheduler"]),
                load_back_threshold=rng.choice([1, 2, 10]),
                prefetch_stop_policy=rng.choice(["best_effort", "best_effort", "wait_complete", "timeout"]))
+    if heavy:
+        cfg["prefetch_threshold"] = rng.choice([1, 1, 2, 3, 4])
     alphabet = [1, 2, 3, 4, 5]
     prefixes = [[1, 2], [1, 2, 3, 4], [5, 6], [1, 3]]
 
+    seen: list[list[int]] = []
+
     def tokens():
-        base = list(rng.choice(prefixes)) if rng.random() < 0.7 else []
-        base += [rng.choice(alphabet) for _ in range(rng.randint(1, 4))]
+        if heavy and seen and rng.random() < 0.6:  # extend an earlier sequence: deep matches, internal nodes
+            base = list(rng.choice(seen)) + [rng.choice(alphabet) for _ in range(rng.randint(1, 4))]
+        else:
+            base = list(rng.choice(prefixes)) if rng.random() < 0.7 else []
+            base += [rng.choice(alphabet) for _ in range(rng.randint(1, 4))]
         if ps > 1 and len(base) < ps:
             base += [7] * (ps - len(base))
+        if heavy:
+            seen.append(base)
         return base
 
     ops = []
@@ -61,25 +78,36 @@ def random_doc(rng: random.Random) -> dict:
         cfg["device_kv"], cfg["host_kv"] = 32, max(cfg["host_kv"], 10)
         cfg["device_mamba"], cfg["host_mamba"] = 8, 8
         ops.append({"op": "inject", "nodes": nodes})
-    for _ in range(rng.randint(4, 18)):
+    # storage profile: fewer plain requests, more Mamba evictions (host-only Mamba states) and prefetches
+    cuts = (0.25, 0.33, 0.38, 0.45, 0.56, 0.62, 0.68, 0.74, 0.88) if heavy else \
+        (0.35, 0.45, 0.52, 0.62, 0.67, 0.74, 0.82, 0.88, 0.94)
+    for _ in range(rng.randint(4, 18) + (6 if heavy else 0)):
         r = rng.random()
-        if r < 0.35:
+        if heavy and r < 0.12:  # a shared prefix whose Mamba state goes to host only, then a prefetch past it
+            t = tokens()
+            ext = [rng.choice(alphabet) for _ in range(rng.randint(1, 3))]
+            ops += [{"op": "request", "tokens": t}, {"op": "request", "tokens": t + ext}, {"op": "events"},
+                    {"op": "evict_mamba", "n": rng.randint(1, 2)},
+                    {"op": "prefetch", "tokens": t + [rng.choice(alphabet) for _ in range(rng.randint(1, 4))]}]
+            continue
+        r = rng.random()
+        if r < cuts[0]:
             ops.append({"op": "request", "tokens": tokens()})
-        elif r < 0.45:
+        elif r < cuts[1]:
             ops.append({"op": "start", "tokens": tokens()})
-        elif r < 0.52:
+        elif r < cuts[2]:
             ops.append({"op": "finish_oldest"})
-        elif r < 0.62:
+        elif r < cuts[3]:
             ops.append({"op": "evict", "n": rng.randint(1, 6)})
-        elif r < 0.67:
+        elif r < cuts[4]:
             ops.append({"op": "evict_mamba", "n": rng.randint(1, 2)})
-        elif r < 0.74:
+        elif r < cuts[5]:
             ops.append({"op": "evict_host", "n": rng.randint(1, 4)})
-        elif r < 0.82:
+        elif r < cuts[6]:
             ops.append({"op": "events"})
-        elif r < 0.88 and storage:
+        elif r < cuts[7] and storage:
             ops.append({"op": "l3_ack"})
-        elif r < 0.94 and storage:
+        elif r < cuts[8] and storage:
             ops.append({"op": "prefetch", "tokens": tokens()})
         elif storage:
             ops.append({"op": "prefetch_done", "n": rng.randint(0, 6), "mamba_hit": rng.random() < 0.6})
@@ -94,13 +122,25 @@ def sim_view(r: dict) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--oracle", default=os.path.join(HERE, "..", "..", "shared", "tools", "sglang_oracle"))
-    ap.add_argument("--vendor", default=os.environ.get("SGLANG_ORACLE_VENDOR"))
-    ap.add_argument("--presets", default="pre_fix,merged_fix,followup_fix")
-    ap.add_argument("--out", default="build/oracle_diffs")
+    ap.add_argument("--n", type=int, default=200, help="how many random sequences (default 200)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the sequence generator (default 1)")
+    ap.add_argument("--oracle", default=os.path.join(HERE, "..", "..", "shared", "tools", "sglang_oracle"),
+                    help="the oracle's folder (default ../shared/tools/sglang_oracle)")
+    ap.add_argument("--vendor", default=os.environ.get("SGLANG_ORACLE_VENDOR"),
+                    help="the oracle's vendored SGLang files (default $SGLANG_ORACLE_VENDOR, else ORACLE/vendor)")
+    ap.add_argument("--presets", default=",".join(REAL_PRESETS),
+                    help=f"comma-separated real presets to compare (default {','.join(REAL_PRESETS)})")
+    ap.add_argument("--profile", choices=("mixed", "storage"), default="mixed",
+                    help="mixed (default): every op kind; storage: storage on, prefetches into a small host pool, "
+                         "Mamba states evicted to host")
+    ap.add_argument("--page-size", type=int, choices=(1, 2), default=None,
+                    help="fix the page size (default: 1 or 2 at random, 1 three times in four)")
+    ap.add_argument("--out", default="build/oracle_diffs", help="folder for the disagreements (OPS.json each)")
     a = ap.parse_args()
+    bad = [p for p in a.presets.split(",") if p not in REAL_PRESETS]
+    if bad:
+        print(f"unknown real preset(s) {', '.join(bad)}; choose from {', '.join(REAL_PRESETS)}", file=sys.stderr)
+        return 2
     sys.path.insert(0, os.path.abspath(a.oracle))
     import oracle  # noqa: E402  (the oracle's own CLI module)
 
@@ -108,15 +148,19 @@ def main() -> int:
 
     logging.disable(logging.CRITICAL)
     vendor = os.path.abspath(a.vendor or os.path.join(a.oracle, "vendor"))
-    docs = [random_doc(random.Random(a.seed * 1_000_003 + i)) for i in range(a.n)]
+    docs = [random_doc(random.Random(a.seed * 1_000_003 + i), a.profile, a.page_size) for i in range(a.n)]
     os.makedirs(a.out, exist_ok=True)
     total_bad = 0
     for preset in a.presets.split(","):
         mods, _ = oracle.load(preset, vendor)
-        agree, crashes = 0, 0
+        agree, crashes, exercised, sigs = 0, 0, 0, Counter()
         for i, doc in enumerate(docs):
             real = oracle.run(mods, doc)
             sim = run_ops(doc, preset)
+            sigs[real["sig"]] += 1
+            if preset == "main_2026_06":
+                before = run_ops(doc, "followup_fix")
+                exercised += any(before[k] != sim[k] for k in FIELDS if k not in ("double_frees_slots", "chain_names"))
             for r in (real, sim):
                 r["double_frees_slots"] = [[d["pool"], d["slots"]] for d in r["double_frees"]]
                 r["chain_names"] = [c.split(":")[0] for c in r["chain"]]
@@ -129,10 +173,10 @@ def main() -> int:
             path = os.path.join(a.out, f"{preset}_{a.seed}_{i}.json")
             with open(path, "w") as f:
                 json.dump({**doc, "diff": {k: {"real": real[k], "simcache": sim[k]} for k in diffs}}, f, indent=1)
-        from collections import Counter
-        print(Counter(oracle.run(mods, d)["sig"] for d in docs).most_common(8))
+        print(sigs.most_common(8))
+        more = f"; {exercised} behave differently on followup_fix" if preset == "main_2026_06" else ""
         print(f"{preset}: {agree}/{len(docs)} sequences agree on {', '.join(FIELDS)} "
-              f"({crashes} of them crash in the real code)")
+              f"({crashes} of them crash in the real code{more})", flush=True)
     return 1 if total_bad else 0
 
 
