@@ -34,7 +34,7 @@ def test_scenarios_lists_the_gallery_with_its_expected_outcomes(capsys):
     lines = text.splitlines()
     assert lines[0].split()[0] == "crash_pr" and lines[1].split() == [
         "pre_fix=assertion,", "described_fix=clean,", "reviewed_fix=clean,", "merged_fix=assertion,",
-        "followup_fix=assertion"]
+        "followup_fix=assertion,", "main_2026_06=assertion"]
     assert lines[-1].startswith("presets: pre_fix = the code before the fix")
     assert all(f"{p} = " in lines[-1] for p in PRESETS)
 

@@ -206,19 +206,22 @@ def test_write_backup_parent_check_all_stops_scenario_B_at_its_first_write_back(
 def test_presets_table():
     base = dict(host_leaf_predicate="loop_old", stale_guards=False, guard_before_asserts=False,
                 unconditional_lru_cleanup=False, cascade_respects_host_refs=False, forward_chunked=False,
-                write_backup_parent_check="write_through_only")
+                write_backup_parent_check="write_through_only", prefetch_truncates_to_free_host=False,
+                host_hit_counts_kv_only=False)
     merged = {**base, "host_leaf_predicate": "no_children"}
     described = {**merged, "stale_guards": True}
+    followup = {**merged, "cascade_respects_host_refs": True, "forward_chunked": True}
     assert {name: flags.as_dict() for name, flags in PRESETS.items()} == {
         "pre_fix": base,
         "described_fix": described,
         "reviewed_fix": {**described, "guard_before_asserts": True, "unconditional_lru_cleanup": True},
         "merged_fix": merged,
-        "followup_fix": {**merged, "cascade_respects_host_refs": True, "forward_chunked": True},
+        "followup_fix": followup,
+        "main_2026_06": {**followup, "prefetch_truncates_to_free_host": True, "host_hit_counts_kv_only": True},
     }
     assert FLAG_NAMES == ("host_leaf_predicate", "stale_guards", "guard_before_asserts",
                           "unconditional_lru_cleanup", "cascade_respects_host_refs", "forward_chunked",
-                          "write_backup_parent_check")
+                          "write_backup_parent_check", "prefetch_truncates_to_free_host", "host_hit_counts_kv_only")
     assert preset("pre_fix").with_(forward_chunked=True) == Flags(forward_chunked=True)
     assert preset("pre_fix") == Flags()  # with_ returned a new value; the preset itself is unchanged
 
@@ -227,12 +230,13 @@ def test_unknown_preset_and_flag_names_raise_config_errors_that_list_the_choices
     with pytest.raises(ConfigError) as e:
         preset("nope")
     assert str(e.value) == ("unknown preset 'nope'; choose one of pre_fix, described_fix, reviewed_fix, "
-                            "merged_fix, followup_fix")
+                            "merged_fix, followup_fix, main_2026_06")
     with pytest.raises(ConfigError) as e:
         preset("pre_fix").with_(bogus=1, zzz=2)
     assert str(e.value) == ("unknown flag(s) bogus, zzz; known flags: host_leaf_predicate, stale_guards, "
                             "guard_before_asserts, unconditional_lru_cleanup, cascade_respects_host_refs, "
-                            "forward_chunked, write_backup_parent_check")
+                            "forward_chunked, write_backup_parent_check, prefetch_truncates_to_free_host, "
+                            "host_hit_counts_kv_only")
     with pytest.raises(ConfigError) as e:
         run_ops({"ops": []}, "nope")
     assert "choose one of pre_fix" in str(e.value)
