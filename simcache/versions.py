@@ -9,7 +9,7 @@
 | ``reviewed_fix`` | ``described_fix`` + the review (guard first, unconditional LRU removal) | never merged |
 | ``merged_fix`` | what #22592 merged: the predicate change alone | SGLang 14e122cd |
 | ``followup_fix`` | ``merged_fix`` + #23696 (cascade stops at host refs; ``chunked`` forwarded) | SGLang 4a50cd78 |
-| ``main_2026_06`` | ``followup_fix`` + #26945 (prefetch truncated to free host KV) + #27391 (KV-only host hit) | SGLang 7f67965b |
+| ``main_2026_06`` | ``followup_fix`` + #26945 (truncated prefetch) + #27391 (KV-only host hit) | SGLang 7f67965b |
 
 Between 4a50cd78 and 7f67965b only #26945 and #27391 change what our operations can see; the rest of that range
 (load-back anchor, prefetch terminate policy, timeout defaults, TP all-reduces, KV events, allocator refactors) is

@@ -4,8 +4,8 @@ Each gallery file (``assets/scenarios/*.yaml``) records, per preset, what a run 
 SGLang's code raised and at which operation, the message, the double frees, the leaked slots, and how many
 went-stale and cleaned-up events the trace holds. ``fixtures/oracle_{A,B,C,D}.json`` are verbatim copies of the
 oracle's example files (copied into tests/fixtures): their ``expect`` blocks are what SGLang's real code did
-at the three older real commits (``oracle_examples_main_2026_06.json`` records the fourth, main of 2026-06), and ``simcache run FILE --json`` must agree on ``outcome``, ``raised_in``, ``step`` and
-``tree``.
+at the three older real commits (``main_2026_06_on_the_examples.json`` records the fourth, main of 2026-06),
+and ``simcache run FILE --json`` must agree on ``outcome``, ``raised_in``, ``step`` and ``tree``.
 """
 from __future__ import annotations
 
@@ -96,9 +96,9 @@ def test_a_crash_of_the_simulated_cache_is_a_result_and_the_cli_reports_it(capsy
 # --- the oracle's examples, through the CLI ----------------------------------------------------------------------
 
 def main_2026_06_expect(scenario: str) -> dict:
-    """The examples pin no main_2026_06 result; fixtures/oracle_examples_main_2026_06.json holds what the oracle
+    """The examples pin no main_2026_06 result; fixtures/main_2026_06_on_the_examples.json holds what the oracle
     reported for them at that commit."""
-    return json.loads((FIXTURES / "oracle_examples_main_2026_06.json").read_text())["expect"][scenario]
+    return json.loads((FIXTURES / "main_2026_06_on_the_examples.json").read_text())["expect"][scenario]
 
 
 def test_main_2026_06_on_the_oracle_examples_is_followup_fix_again():

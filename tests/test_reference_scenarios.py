@@ -1,7 +1,7 @@
 """The four reference scenarios (shared/design/sglang_reference.md, "Exact step lists") against the real code.
 
 ``fixtures/scenario_{A,B,C,D}.json`` are copies of the oracle's examples; their ``expect`` blocks hold what SGLang's
-own code did at the three older real commits, and ``fixtures/oracle_examples_main_2026_06.json`` what it did at the
+own code did at the three older real commits, and ``fixtures/main_2026_06_on_the_examples.json`` what it did at the
 fourth (main of 2026-06). simcache must reproduce them exactly. The two never-merged guard variants
 (``described_fix``, ``reviewed_fix``) have no real code; they are checked against the reference's section (f.1)
 and its "Outcomes on the real code" table, and where the table is silent (B), what simcache does is pinned and
@@ -30,7 +30,7 @@ def load(scenario: str) -> dict:
 def real_expect(scenario: str, version: str) -> dict:
     if version in PINNED_BY_EXAMPLES:
         return load(scenario)["expect"][version]
-    return json.loads((FIXTURES / "oracle_examples_main_2026_06.json").read_text())["expect"][scenario]
+    return json.loads((FIXTURES / "main_2026_06_on_the_examples.json").read_text())["expect"][scenario]
 
 
 def observed(report: dict) -> dict:
