@@ -123,7 +123,9 @@ class Driver:
         req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
         res = c.match_prefix(tokens)
         prefix, last = list(res.device_indices), res.last_device_node
-        if res.host_hit_length > 0 or res.mamba_host_hit_length > 0:  # any host hit (#27391 split the fields)
+        # any host hit loads back (#27391 moved a Mamba-only hit to its own field); 7f67965b's scheduler anchors
+        # the load-back at best_match_node, which that version sets to last_host_node
+        if res.host_hit_length > 0 or res.mamba_host_hit_length > 0:
             vals, node = c.init_load_back(res.last_host_node, None, req=req if self.scheduler else None)
             if len(vals) > 0:
                 prefix, last = prefix + list(vals), node
