@@ -14,9 +14,9 @@
 Between 4a50cd78 and 7f67965b only #26945 and #27391 change what our operations can see; the rest of that range
 (load-back anchor, prefetch terminate policy, timeout defaults, TP all-reduces, KV events, allocator refactors) is
 unreachable with one TP rank, no sidecar pools and events off, so it has no flag. One change is not modelled:
-#24954 makes ``cache_unfinished_req`` hand the request's own Mamba slot to the tree (with the extra buffer, the tree
-gets the ping-pong slot) instead of forking a copy; no operation calls ``cache_unfinished_req``, and simcache's keeps
-the fork under every preset.
+with the Mamba extra buffer (page size > 1), #24954 makes ``cache_unfinished_req`` hand the request's ping-pong slot
+to the tree and give the request a fresh one, instead of forking a copy (other slot ids, same states). No operation
+calls ``cache_unfinished_req``; simcache's keeps the fork under every preset.
 """
 from __future__ import annotations
 
