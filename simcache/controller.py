@@ -50,7 +50,7 @@ class Ack:
 
     def synchronize(self) -> None:
         """Complete the ack's copies: wait for their events, land backups in the host pool."""
-        for copy in self.copies:
+        for copy in self.copies or ():  # the explorer's data-free machines issue no copies (None)
             copy.complete()
 
 
