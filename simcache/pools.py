@@ -258,7 +258,7 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
         st.launch(stream, _gather, src.data, st.upload(list(src_slots), _index_stream(st, stream)), staged,
                   host_out=staged)
         event = st.record(stream)
-        src.readers.append(event)
+        src.readers = [e for e in src.readers if not e.query()] + [event]  # finished reads need no wait
         copy = PendingCopy(st, event, dst, torch.tensor(list(dst_slots), dtype=torch.int64), staged)
     else:  # load: host pool -> pinned staging (gathered on the CPU now) -> device
         staged = src._staging_for(n)
