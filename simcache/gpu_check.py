@@ -180,9 +180,39 @@ def probe_freed_slot_reused_during_backup(device: str) -> list[str]:
     return problems
 
 
+def probe_scattered_copies(device: str) -> list[str]:
+    """Slots out of order (a fragmented free list) go through the staging buffer: two backups and two loads back
+    to back before their acks, the model reading other slots in between."""
+    pools = Pools.create(16, 2, 16, 2, device)
+    cc = CacheController(pools, "write_through", 1, auto_complete=False)
+    kv = pools.device_kv
+    a, b, va, vb = [7, 12, 9, 14], [4, 11, 13], [101, 102, 103, 104], [201, 202, 203]
+    kv.write(a, va)
+    kv.write(b, vb)
+    host_a = cc.write(a, node_id=1)
+    seen = kv.read([1, 3])  # the model reads other slots meanwhile
+    host_b = cc.write(b, node_id=2)  # the staging buffer again, before the first ack
+    problems: list[str] = []
+    _check(problems, "the model's read during the backups", seen, [0, 0])
+    cc.complete_writes(2)
+    while cc.ack_write_queue:
+        cc.ack_write_queue.pop(0).synchronize()
+    _check(problems, "host KV of the first backup", pools.host_kv.read(host_a), va)
+    _check(problems, "host KV of the second backup", pools.host_kv.read(host_b), vb)
+    dev_b = cc.load(host_b[::-1], node_id=3)
+    dev_a = cc.load(host_a[::-1], node_id=4)
+    _check(problems, "device KV of the first load, before its ack", kv.read(dev_b), vb[::-1])
+    _check(problems, "device KV of the second load, before its ack", kv.read(dev_a), va[::-1])
+    cc.complete_loads(2)
+    while cc.ack_load_queue:
+        cc.ack_load_queue.pop(0).synchronize()
+    _check(problems, "device KV after the load acks", kv.read(dev_b + dev_a), vb[::-1] + va[::-1])
+    return problems
+
+
 PROBES = {f.__name__.removeprefix("probe_"): f for f in (
     probe_backup_lands_at_ack, probe_two_backups_before_an_ack, probe_load_read_before_its_ack,
-    probe_scheduler_restore_race, probe_freed_slot_reused_during_backup)}
+    probe_scheduler_restore_race, probe_freed_slot_reused_during_backup, probe_scattered_copies)}
 
 
 def run_probes(device: str) -> dict[str, list[str]]:

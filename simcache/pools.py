@@ -14,12 +14,14 @@ Data: each slot stores an int64 fingerprint. Request KV for the token at positio
 tiers move the fingerprints, so the content of every cached prefix can be checked against what was written.
 
 Copies with streams (``streams.py``; none on cpu, where every copy happens at once). A copy runs on the
-controller's side stream and gives a ``PendingCopy``. The orderings that make it equal to the plain copy:
+controller's side stream and gives a ``PendingCopy``: one block of consecutive slots each way is copied straight
+between the pinned host pool and the device; other slots go through the host pool's pinned staging buffer (a
+gather on the device, then a scatter on the host). The orderings that make it equal to the plain copy:
 - the side stream waits for the default stream before each copy (the model wrote the source there);
 - index tensors are made on the side stream that reads them (their memory is reused only after that work);
-- a backup lands in pinned staging memory; the host pool gets it only in ``PendingCopy.complete`` (at the ack),
-  after its event, and every host read or write first completes the pool's pending copies (``flush``);
-- each host pool has one pinned staging buffer, used by one copy at a time (``_staging_for`` completes the last);
+- a staged backup reaches the host pool only in ``PendingCopy.complete`` (at the ack), after its event, and every
+  host read or write first completes the pool's pending copies (``flush``);
+- a host pool's copies complete in order, one staging user at a time (``_wait_for_staging`` before the next);
 - the default stream waits for a load before its next work (the model reads what was loaded), and for a backup
   before it next writes the pool the backup reads (a freed slot is not overwritten while a copy reads it).
 """
@@ -208,7 +210,8 @@ class PendingCopy:
     data into the host pool. Until then the host pool's staging buffer belongs to it."""
     __slots__ = ("streams", "event", "host", "host_idx", "staged", "done")
 
-    def __init__(self, streams, event, host: SlotPool, host_idx: torch.Tensor | None, staged: torch.Tensor) -> None:
+    def __init__(self, streams, event, host: SlotPool, host_idx: torch.Tensor | None,
+                 staged: torch.Tensor | None) -> None:
         self.streams, self.event, self.host, self.host_idx, self.staged = streams, event, host, host_idx, staged
         self.done = False
 
@@ -216,7 +219,7 @@ class PendingCopy:
         if self.done:
             return
         _host_waits_for(self.streams, self.event)
-        if self.host_idx is not None:  # a backup: its data is on the host only now
+        if self.host_idx is not None:  # a staged backup: its data is on the host only now
             self.host.data[self.host_idx] = self.staged
         self.done = True
         self.host.inflight.remove(self)
@@ -239,36 +242,68 @@ def _default_waits_for_load(st, event) -> None:
     st.wait(st.default, event)  # the model's next work reads (or overwrites) what the load writes
 
 
+def _span(slots) -> tuple[int, int] | None:
+    """``(start, stop)`` when ``slots`` are consecutive (``range(4, 7)``, ``[4, 5, 6]``), else None."""
+    if isinstance(slots, range):
+        return (slots.start, slots.stop) if slots.step == 1 else None
+    if isinstance(slots, torch.Tensor) or slots[-1] - slots[0] != len(slots) - 1:
+        return None
+    first = slots[0]
+    return (first, first + len(slots)) if all(s == first + i for i, s in enumerate(slots)) else None
+
+
+def _index(slots) -> torch.Tensor | list[int]:
+    return slots if isinstance(slots, torch.Tensor) else list(slots)
+
+
+def _cpu_index(slots) -> torch.Tensor:
+    return slots if isinstance(slots, torch.Tensor) else torch.tensor(list(slots), dtype=torch.int64)
+
+
+def _copy_into(out: torch.Tensor, src: torch.Tensor) -> None:
+    out.copy_(src, non_blocking=True)
+
+
 def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots: Sequence[int],
                stream=None) -> PendingCopy | None:
     """Copy slot data between pools (tiers); with streams the copy runs on ``stream`` and returns its
-    ``PendingCopy``, without them it is done on return."""
-    if not src_slots:
+    ``PendingCopy``, without them it is done on return. Slots are a list, a range or a CPU int64 tensor; two
+    consecutive runs copy straight between the pools, others go through the host pool's staging buffer."""
+    if len(src_slots) == 0:
         return None
     st = src.streams or dst.streams
     if st is None or stream is None:
-        s_idx = torch.tensor(list(src_slots), dtype=torch.int64, device=src.device)
-        d_idx = torch.tensor(list(dst_slots), dtype=torch.int64, device=dst.device)
+        s_idx, d_idx = _cpu_index(src_slots).to(src.device), _cpu_index(dst_slots).to(dst.device)
         dst.data[d_idx] = src.data[s_idx].to(dst.device)
         return None
-    n = len(src_slots)
-    if dst.host:  # backup: device -> pinned staging -> (at completion) host pool
+    n, s_span, d_span = len(src_slots), _span(src_slots), _span(dst_slots)
+    host = dst if dst.host else src
+    if s_span and d_span:  # one block each way: one copy between the pinned host pool and the device
+        host._wait_for_staging()  # earlier copies of this host pool complete first (their scatters, in order)
+        _side_waits_for_default(st, stream)
+        into = dst.data[d_span[0] : d_span[1]]
+        st.launch(stream, _copy_into, into, src.data[s_span[0] : s_span[1]], host_out=into if dst.host else None)
+        event = st.record(stream)
+        copy = PendingCopy(st, event, host, None, None)
+    elif dst.host:  # backup: device -> pinned staging -> (at completion) host pool
         staged = dst._staging_for(n)
         _side_waits_for_default(st, stream)
-        st.launch(stream, _gather, src.data, st.upload(list(src_slots), _index_stream(st, stream)), staged,
+        st.launch(stream, _gather, src.data, st.upload(_index(src_slots), _index_stream(st, stream)), staged,
                   host_out=staged)
         event = st.record(stream)
-        src.readers = [e for e in src.readers if not e.query()] + [event]  # finished reads need no wait
-        copy = PendingCopy(st, event, dst, torch.tensor(list(dst_slots), dtype=torch.int64), staged)
+        copy = PendingCopy(st, event, dst, _cpu_index(dst_slots), staged)
     else:  # load: host pool -> pinned staging (gathered on the CPU now) -> device
         staged = src._staging_for(n)
-        torch.index_select(src.data, 0, torch.tensor(list(src_slots), dtype=torch.int64), out=staged)
+        torch.index_select(src.data, 0, _cpu_index(src_slots), out=staged)
         _side_waits_for_default(st, stream)
-        st.launch(stream, _scatter, dst.data, st.upload(list(dst_slots), _index_stream(st, stream)), staged)
+        st.launch(stream, _scatter, dst.data, st.upload(_index(dst_slots), _index_stream(st, stream)), staged)
         event = st.record(stream)
-        _default_waits_for_load(st, event)
         copy = PendingCopy(st, event, src, None, staged)
-    copy.host.inflight.append(copy)
+    if dst.host:
+        src.readers = [e for e in src.readers if not e.query()] + [event]  # finished reads need no wait
+    else:
+        _default_waits_for_load(st, event)
+    host.inflight.append(copy)
     return copy
 
 

@@ -97,10 +97,13 @@ class CudaStreams:
         with torch.cuda.stream(stream):
             return fn(*args).cpu()
 
-    def upload(self, values: list[int], stream) -> torch.Tensor:
+    def upload(self, values: list[int] | torch.Tensor, stream) -> torch.Tensor:
         """An int64 tensor of ``values`` on the device, copied without blocking from pinned memory and allocated on
         ``stream``: the caching allocator reuses its block only for later work of that same stream."""
-        host = torch.tensor(values, dtype=torch.int64, pin_memory=True)
+        if isinstance(values, torch.Tensor):
+            host = values if values.is_pinned() else values.pin_memory()
+        else:
+            host = torch.tensor(values, dtype=torch.int64, pin_memory=True)
         with torch.cuda.stream(stream):
             return host.to(self.device, non_blocking=True)
 
@@ -168,11 +171,11 @@ class EmulatedStreams:
         self._drain(stream)
         return fn(*args).clone()
 
-    def upload(self, values: list[int], stream: _Stream) -> torch.Tensor:
+    def upload(self, values: list[int] | torch.Tensor, stream: _Stream) -> torch.Tensor:
         free = self._free_blocks.setdefault(stream, [])
         i = next((i for i, b in enumerate(free) if b.numel() >= len(values)), None)
         block = torch.empty(max(1, len(values)), dtype=torch.int64) if i is None else free.pop(i)
-        self.launch(stream, _fill, block, torch.tensor(values, dtype=torch.int64))
+        self.launch(stream, _fill, block, torch.as_tensor(values, dtype=torch.int64))
         out = block[: len(values)]
         weakref.finalize(out, free.append, block)  # dropped: the block may serve the stream's next upload
         return out

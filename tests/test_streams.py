@@ -80,20 +80,22 @@ def test_an_unknown_policy_is_refused():
 
 
 # --- a backup on a stream: the host pool gets the data only after the event ---
-def test_a_backup_reaches_the_host_pool_only_when_its_copy_completes():
+@pytest.mark.parametrize("device_slots, staged", [([0, 1], False), ([3, 1], True)])
+def test_a_backup_reaches_the_host_pool_only_when_its_copy_completes(device_slots, staged):
     with emulated("lazy"):
         pools = Pools.create(4, 1, 4, 1, "cpu")
     cc = CacheController(pools, "write_through", 1, auto_complete=False)
-    dev = pools.device_kv.alloc(2)
-    pools.device_kv.write(dev, [5, 6])
-    host = cc.write(dev, node_id=1)
+    pools.device_kv.write(device_slots, [5, 6])
+    host = cc.write(device_slots, node_id=1)
     (copy,) = cc.ack_write_queue[0].copies
-    assert isinstance(copy, PendingCopy) and not copy.done
-    assert pools.host_kv.data.tolist() == [0, 0, 0, 0]  # nothing scattered from an undelivered buffer
-    assert copy.staged.tolist() == [POISON, POISON]  # what reading before the event would have seen
+    assert isinstance(copy, PendingCopy) and not copy.done and pools.host_kv.inflight == [copy]
+    if staged:  # slots out of order: gathered into the staging buffer, nothing scattered from it yet
+        assert pools.host_kv.data.tolist() == [0, 0, 0, 0] and copy.staged.tolist() == [POISON, POISON]
+    else:  # one block: copied straight into the pinned host pool, whose slots are undefined until the event
+        assert pools.host_kv.data.tolist() == [POISON, POISON, 0, 0] and copy.staged is None
     cc.ack_write_queue[0].synchronize()
     assert copy.done and pools.host_kv.inflight == []
-    assert pools.host_kv.data[host].tolist() == [5, 6]
+    assert pools.host_kv.data.tolist() == [5, 6, 0, 0] and host == [0, 1]
 
 
 # --- the device choice ---
@@ -165,36 +167,36 @@ def test_the_emulation_really_defers_a_caches_copies_until_something_needs_them(
     drv.finish(drv.start([1, 2, 3]))
     st, side, host = cache.pools.streams, cache.controller.stream, cache.pools.host_kv
     assert isinstance(st, EmulatedStreams)
-    assert (len(st.default.queue), len(side.queue)) == (6, 6)  # the model's writes and the backup: nothing ran
-    assert len(host.inflight) == 1 and host.data.tolist()[:3] == [0, 0, 0]
+    # the model's writes (index, values, store; KV and Mamba) and the backup (wait, copy; KV and Mamba): none ran
+    assert (len(st.default.queue), len(side.queue)) == (6, 4)
+    assert len(host.inflight) == 1 and host.data.tolist()[:3] == [POISON] * 3
     assert host.read(cache.root_node.children[1].host_value) == kv_fingerprints([1, 2, 3])  # completes it
     assert (len(st.default.queue), len(side.queue), host.inflight) == (0, 0, [])
 
 
 # --- each synchronisation is needed: remove it, and these probes fail (lazy / eager_default) ---
-BACKUP, TWO, LOAD, RESTORE, REUSE = ("backup_lands_at_ack", "two_backups_before_an_ack",
-                                     "load_read_before_its_ack", "scheduler_restore_race",
-                                     "freed_slot_reused_during_backup")
-MUTATIONS = {
+BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED = PROBES
+MUTATIONS = {  # what is removed: (where, the no-op), the failing probes under lazy, under eager_default
     # the host scatters a backup's staging buffer without waiting for its event (bug 1)
     "host_waits_for_event": ((pools_module, "_host_waits_for", lambda st, event: None),
-                             {BACKUP, TWO, LOAD, RESTORE, REUSE}, {BACKUP, TWO, LOAD, RESTORE}),
-    # a host read or write does not complete the pool's pending backups first (bug 1)
+                             {BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED}, {BACKUP, TWO, LOAD, RESTORE, SCATTERED}),
+    # a host read or write does not complete the pool's pending copies first (bug 1)
     "flush_before_host_access": ((pools_module.SlotPool, "flush", lambda self: None), {BACKUP}, {BACKUP}),
     # index tensors made on the default stream and dropped while the side stream still reads them (bug 2)
     "index_tensors_on_side_stream": ((pools_module, "_index_stream", lambda st, stream: st.default),
-                                     {TWO, LOAD, RESTORE}, set()),
+                                     {SCATTERED}, set()),
     # the side stream does not wait for the model's writes before copying
     "side_waits_for_default": ((pools_module, "_side_waits_for_default", lambda st, stream: None),
                                {BACKUP, TWO, LOAD, RESTORE, REUSE}, set()),
     # the default stream does not wait for a load (bug 3: device reads before the ack, the restore race)
     "default_waits_for_load": ((pools_module, "_default_waits_for_load", lambda st, event: None),
-                               {LOAD, RESTORE}, {LOAD, RESTORE}),
+                               {LOAD, RESTORE, SCATTERED}, {LOAD, RESTORE, SCATTERED}),
     # the default stream writes a pool while a backup still reads a freed slot of it (bug 3)
     "default_waits_for_readers": ((pools_module.SlotPool, "_wait_for_readers", lambda self: None),
                                   {REUSE}, {REUSE}),
-    # a copy reuses the pinned staging buffer while the previous copy still uses it
-    "staging_buffer_in_use": ((pools_module.SlotPool, "_wait_for_staging", lambda self: None), {TWO}, {TWO}),
+    # a copy reuses the host pool's staging buffer while an earlier copy still uses it
+    "copies_complete_in_order": ((pools_module.SlotPool, "_wait_for_staging", lambda self: None),
+                                 {SCATTERED}, {SCATTERED}),
 }
 
 
