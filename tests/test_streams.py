@@ -8,6 +8,12 @@ failing probes recorded below.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,6 +25,7 @@ from simcache.controller import CacheController
 from simcache.driver import Driver
 from simcache.errors import ConfigError
 from simcache.gpu_check import PROBES, compare_gallery, compare_programs, run_probes, using_streams
+from simcache.gpu_check import main as gpu_check_main
 from simcache.pools import PendingCopy, Pools, kv_fingerprints
 from simcache.streams import POISON, POLICIES, EmulatedStreams, resolve_device
 
@@ -210,3 +217,45 @@ def test_removing_any_one_synchronisation_makes_a_probe_fail(mutation, monkeypat
             failing.append({probe for probe, problems in run_probes("cpu").items() if problems})
     assert failing == want
     assert any(failing)
+
+
+# --- the GPU scripts, on a machine without CUDA: they import, say they skipped, and exit 0 ---
+ROOT = Path(__file__).resolve().parent.parent
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the scripts run for real")
+
+
+@no_cuda
+def test_gpu_check_and_the_gpu_benchmark_skip_cleanly_without_cuda(capsys):
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert gpu_check_main([]) == 0 and bench.main([]) == 0
+    assert capsys.readouterr().out == ("gpu_check: skipped, no CUDA on this machine (try --emulated lazy for the "
+                                       "CPU emulation)\nbench_gpu: skipped, no CUDA on this machine\n")
+    assert bench.main(["--mib", "0"]) == 2
+    assert capsys.readouterr().err == ("bench_gpu: --mib, --scattered-mib and --repeat must be at least 1, --warmup "
+                                       "at least 0\n")
+
+
+def test_gpu_check_runs_its_probes_and_programs_under_the_emulation(capsys):
+    assert gpu_check_main(["--emulated", "lazy", "--programs", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "gpu_check: CPU, emulated streams (lazy)"
+    assert [line[:4] + line[4:].split(" (")[0] for line in lines[1:]] == [
+        "ok   ordering probes", "ok   3 random programs equal the plain CPU"]
+
+
+@no_cuda
+def test_the_one_shot_gpu_script_runs_every_step_and_exits_0_without_cuda(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path), "PROGRAMS": "1", "PYTEST_K": "pools_live",
+           "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert [line.split(" after ")[0] for line in log.splitlines() if ": exit " in line] == [
+        "== torch: exit 0", "== ordering probes and equality with the CPU: exit 0", "== GPU and stream tests: exit 0",
+        "== bandwidth: exit 0"]
+    assert "gpu_check: skipped, no CUDA" in log and "bench_gpu: skipped, no CUDA" in log
+    assert "SKIPPED [1] tests/test_gpu.py:" in log and "needs CUDA (no GPU on this machine)" in log
+    assert log.endswith(f"gpu_check.sh: all steps passed; log in {tmp_path / 'gpu_check.log'}\n")
