@@ -260,6 +260,12 @@ def _cpu_index(slots) -> torch.Tensor:
     return slots if isinstance(slots, torch.Tensor) else torch.tensor(list(slots), dtype=torch.int64)
 
 
+def _on(slots, device: torch.device) -> torch.Tensor:
+    if isinstance(slots, torch.Tensor):
+        return slots.to(device)
+    return torch.tensor(list(slots), dtype=torch.int64, device=device)
+
+
 def _copy_into(out: torch.Tensor, src: torch.Tensor) -> None:
     out.copy_(src, non_blocking=True)
 
@@ -273,7 +279,7 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
         return None
     st = src.streams or dst.streams
     if st is None or stream is None:
-        s_idx, d_idx = _cpu_index(src_slots).to(src.device), _cpu_index(dst_slots).to(dst.device)
+        s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)
         dst.data[d_idx] = src.data[s_idx].to(dst.device)
         return None
     n, s_span, d_span = len(src_slots), _span(src_slots), _span(dst_slots)
