@@ -166,6 +166,8 @@ class SlotPool:
         return self._staging[:n]
 
     def _wait_for_staging(self) -> None:
+        """Earlier copies of this host pool complete (in issue order) before the next one uses its staging buffer
+        or its slots: a staged backup's host scatter must not land after a later copy."""
         for copy in list(self.inflight):
             copy.complete()
 
