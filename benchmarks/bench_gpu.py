@@ -1,12 +1,21 @@
-"""Backup (device -> pinned host) and load (host -> device) bandwidth through simcache's controller, against a
-plain tensor copy of the same size measured in the same run (ratio). Skips with a message without CUDA.
+"""GPU tier copies: simcache's copy path against a plain pinned<->device torch copy of the same size, same run.
 
-    .venv/bin/python benchmarks/bench_gpu.py [--slots 1048576]
+    .venv/bin/python benchmarks/bench_gpu.py [--mib 256] [--scattered-mib 64] [--repeat 7] [--device cuda]
+
+Backup is device -> pinned host pool, load is pinned host pool -> device, each through ``pools.copy_slots`` on the
+controller's side stream and completed as an ack completes it. Every figure is the median of ``--repeat`` runs
+after ``--warmup`` runs, timed by CUDA events on the copy stream from issue to completion (a staged backup's host
+scatter included), with the host wall time beside it; the raw copy is timed the same way, interleaved with it.
+After the runs each destination is checked slot for slot (it is cleared before every run, so a copy that did
+nothing fails). Rows: consecutive slots (one block, as fresh allocations are) and scattered slots (a random
+permutation: index upload, device gather, host scatter). Each slot here is one int64, so indices weigh as much as
+the data; a real KV slot is kilobytes. Skips cleanly without CUDA.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -15,65 +24,105 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from simcache.controller import CacheController  # noqa: E402
-from simcache.pools import Pools  # noqa: E402
+from simcache.pools import Pools, copy_slots  # noqa: E402
 
 
-def main() -> int:
+def _timed(stream, fn) -> tuple[float, float]:
+    """(GPU ms between events around ``fn`` on ``stream``, host wall ms); ``fn`` issues and completes its copy."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(stream.device)
+    t = time.perf_counter()
+    start.record(stream)
+    fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end), (time.perf_counter() - t) * 1e3
+
+
+def _raw(stream, dst: torch.Tensor, src: torch.Tensor):
+    def run() -> None:
+        with torch.cuda.stream(stream):
+            dst.copy_(src, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(stream)
+        ev.synchronize()
+    return run
+
+
+def bench(a) -> tuple[list[str], bool]:
+    dev = torch.device(a.device)
+    n = a.mib * 2**20 // 8
+    m = min(n, a.scattered_mib * 2**20 // 8)
+    pools = Pools.create(n, 1, n, 1, device=dev)
+    cc = CacheController(pools, "write_through", 1)
+    stream, dkv, hkv = cc.stream, pools.device_kv, pools.host_kv
+    pattern = (torch.arange(n, dtype=torch.int64, device=dev) * 2654435761 + 12345) % (1 << 62)
+    pattern_host = pattern.cpu()
+    perm = torch.randperm(m, generator=torch.Generator().manual_seed(0)).pin_memory()
+    ident = torch.arange(m, dtype=torch.int64).pin_memory()
+    raw_host = torch.empty(n, dtype=torch.int64, pin_memory=True)
+    raw_dev = torch.empty(n, dtype=torch.int64, device=dev)
+
+    cases = {  # name: (bytes, prepare (untimed), simcache copy, raw copy of the same size, check)
+        "backup D->H, consecutive": (
+            n * 8, lambda: (dkv.data.copy_(pattern), hkv.data.zero_()),
+            lambda: copy_slots(dkv, range(n), hkv, range(n), stream).complete(),
+            _raw(stream, raw_host, raw_dev), lambda: torch.equal(hkv.data, pattern_host)),
+        "load H->D, consecutive": (
+            n * 8, lambda: (hkv.data.copy_(pattern_host), dkv.data.zero_()),
+            lambda: copy_slots(hkv, range(n), dkv, range(n), stream).complete(),
+            _raw(stream, raw_dev, raw_host), lambda: torch.equal(dkv.data, pattern)),
+        "backup D->H, scattered": (
+            m * 8, lambda: (dkv.data.copy_(pattern), hkv.data.zero_()),
+            lambda: copy_slots(dkv, perm, hkv, ident, stream).complete(),
+            _raw(stream, raw_host[:m], raw_dev[:m]), lambda: torch.equal(hkv.data[:m], pattern_host[perm])),
+        "load H->D, scattered": (
+            m * 8, lambda: (hkv.data.copy_(pattern_host), dkv.data.zero_()),
+            lambda: copy_slots(hkv, perm, dkv, ident, stream).complete(),
+            _raw(stream, raw_dev[:m], raw_host[:m]), lambda: torch.equal(dkv.data[:m], pattern[perm.to(dev)])),
+    }
+    rows = ["| copy | size | simcache (GPU / wall ms) | GB/s | plain torch copy (GPU ms) | GB/s | bandwidth ratio "
+            "| contents |", "|---|---|---|---|---|---|---|---|"]
+    ok = True
+    for name, (nbytes, prepare, sim, raw, check) in cases.items():
+        sim_ms, wall_ms, raw_ms = [], [], []
+        for i in range(a.warmup + a.repeat):
+            prepare()
+            g, w = _timed(stream, sim)
+            g_raw, _ = _timed(stream, raw)
+            if i >= a.warmup:
+                sim_ms.append(g)
+                wall_ms.append(w)
+                raw_ms.append(g_raw)
+        good = bool(check())
+        ok &= good
+        s, r = statistics.median(sim_ms), statistics.median(raw_ms)
+        rows.append(f"| {name} | {nbytes / 2**20:.0f} MiB | {s:.2f} / {statistics.median(wall_ms):.2f} | "
+                    f"{nbytes / s / 1e6:.1f} | {r:.2f} | {nbytes / r / 1e6:.1f} | {r / s:.2f}x | "
+                    f"{'identical' if good else 'WRONG'} |")
+    return rows, ok
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--slots", type=int, default=1 << 20)
-    ap.add_argument("--repeat", type=int, default=10)
-    a = ap.parse_args()
+    ap.add_argument("--mib", type=int, default=256, help="size of the consecutive copies (default 256 MiB)")
+    ap.add_argument("--scattered-mib", type=int, default=64, help="size of the scattered copies (default 64 MiB)")
+    ap.add_argument("--repeat", type=int, default=7, help="timed runs per figure; the median is shown")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed runs first")
+    ap.add_argument("--device", default="cuda", help="the GPU (cuda or cuda:N)")
+    a = ap.parse_args(argv)
+    if min(a.mib, a.scattered_mib, a.repeat) < 1 or a.warmup < 0:
+        print("bench_gpu: --mib, --scattered-mib and --repeat must be at least 1, --warmup at least 0",
+              file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("bench_gpu: skipped, no CUDA on this machine")
         return 0
-    n = a.slots
-    pools = Pools.create(n, 4, n, 4, device="cuda")
-    cc = CacheController(pools, "write_through", 1)
-    dev = list(range(n))
-    pools.device_kv.data.copy_(torch.arange(n, device="cuda"))
-    nbytes = n * pools.device_kv.data.element_size()
-
-    def via_controller(write: bool) -> float:
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(a.repeat):
-            if write:
-                host = cc.write(dev, node_id=1)
-                ack = cc.ack_write_queue.pop()
-                ack.synchronize()
-                pools.host_kv.free(host)
-            else:
-                got = cc.load(dev, node_id=1)
-                cc.ack_load_queue.pop().synchronize()
-                pools.device_kv.free(got)
-        return (time.perf_counter() - t) / a.repeat
-
-    pinned = torch.empty(n, dtype=torch.int64, pin_memory=True)
-    src = pools.device_kv.data
-
-    def plain(write: bool) -> float:
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(a.repeat):
-            if write:
-                pinned.copy_(src, non_blocking=True)
-            else:
-                src.copy_(pinned, non_blocking=True)
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t) / a.repeat
-
-    pools.device_kv.free(dev[: 0])
-    print("| direction | simcache controller | plain copy | GB/s (simcache) | ratio |\n|---|---|---|---|---|")
-    for write, name in ((True, "backup D->H"), (False, "load H->D")):
-        if write:
-            pools.device_kv.alloc(n)  # the source slots are in use, as a node's value would be
-        else:
-            pools.device_kv.free(list(range(n)))
-            pools.host_kv.alloc(n)
-        t_sim, t_plain = via_controller(write), plain(write)
-        print(f"| {name} | {t_sim * 1e3:.2f} ms | {t_plain * 1e3:.2f} ms | {nbytes / t_sim / 1e9:.1f} | "
-              f"{t_sim / t_plain:.2f} |")
-    return 0
+    print(f"bench_gpu: {torch.cuda.get_device_name(torch.device(a.device))}, torch {torch.__version__}, "
+          f"median of {a.repeat} after {a.warmup} warm-up runs")
+    rows, ok = bench(a)
+    print("\n".join(rows))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

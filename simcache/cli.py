@@ -18,6 +18,10 @@ class UsageError(SimcacheError):
     pass
 
 
+DEVICE_HELP = ("where the device pools live: cpu (the default), cuda, cuda:N, or auto (cuda when available); "
+               "the results are the same on each")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one sentence, exit status 2, no usage dump
         sub = self.prog.split()[1:]  # "simcache run" for a subcommand's parser, "simcache" for the top one
@@ -76,7 +80,7 @@ def transcript(run) -> str:
 def cmd_run(a) -> int:
     from .simulate import simulate
 
-    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule)
+    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, device=a.device)
     if a.json:
         print(json.dumps(run.to_json(), indent=1))
     else:
@@ -116,10 +120,11 @@ def cmd_export(a) -> int:
         names = [n.strip() for n in a.compare.split(",")]
         if len(names) != 2:
             raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
-        runs = [simulate(a.scenario, _preset(n), _flags(a.flag), a.schedule) for n in names]
+        runs = [simulate(a.scenario, _preset(n), _flags(a.flag), a.schedule, device=a.device) for n in names]
         path = export_html(runs[0], a.output, compare=runs[1])
     else:
-        path = export_html(simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule), a.output)
+        path = export_html(simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, device=a.device),
+                           a.output)
     print(path)
     return 0
 
@@ -162,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     r.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--device", default="cpu", help=DEVICE_HELP)
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("scenarios", help="list the scenario gallery")
     s.add_argument("--json", action="store_true")
@@ -173,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--flag", action="append", metavar="NAME=VALUE")
     e.add_argument("--schedule")
     e.add_argument("-o", "--output", default="run.html")
+    e.add_argument("--device", default="cpu", help=DEVICE_HELP)
     e.set_defaults(fn=cmd_export)
     x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")
     x.add_argument("scenario")

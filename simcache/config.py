@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .errors import ConfigError
+from .streams import resolve_device
 from .versions import Flags
 
 POLICIES = ("write_through", "write_through_selective", "write_back")
@@ -23,7 +24,7 @@ class CacheConfig:
     load_back_threshold: int = 10
     prefetch_stop_policy: str = "best_effort"
     flags: Flags = field(default_factory=Flags)
-    device: str | None = None  # None: cuda when available, else cpu
+    device: str = "cpu"  # where the device pools live: cpu, cuda, cuda:N, or auto (cuda when available)
     auto_complete: bool = True  # copies complete at once (acks consumed by the next check)
 
     def __post_init__(self) -> None:
@@ -43,6 +44,7 @@ class CacheConfig:
         if self.write_through_threshold is not None and (type(self.write_through_threshold) is not int
                                                          or self.write_through_threshold < 0):
             raise ConfigError("write_through_threshold must be a whole number >= 0")
+        resolve_device(self.device)  # one sentence for "meta", "cuda:7" on a 1-GPU machine, "cuda" without CUDA
         limit = 1 << 20
         for name in ("device_kv", "device_mamba", "host_kv", "host_mamba"):
             if getattr(self, name) > limit:

@@ -13,9 +13,11 @@ slot, calling ``evict_mamba_host`` once on shortage and rolling back on failure.
 
 ``auto_complete`` (the default, as the oracle's controller behaves) marks each copy complete at once, so the next
 check consumes its ack; with ``auto_complete=False`` copies complete only through ``complete_writes`` /
-``complete_loads``, which is how a schedule delays an ack. With CUDA, copies run asynchronously on a side
-stream and record an event; processing an ack synchronizes on that event, so the data is really there when the
-cache acts on the ack, while *when* an ack counts as delivered stays a decision of the schedule (deterministic).
+``complete_loads``, which is how a schedule delays an ack. With streams (CUDA, or their emulation), copies run
+on a side stream created on the pools' device; each gives a ``PendingCopy`` that the ack holds, and processing the
+ack completes them (waits for their event; a backup's data reaches the host pool only then), so the data is really
+there when the cache acts on the ack, while *when* an ack counts as delivered stays a decision of the schedule
+(deterministic). ``pools.py`` lists the orderings that make a copy on a stream equal to the plain one.
 """
 from __future__ import annotations
 
@@ -24,10 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-
 from .keys import Key
-from .pools import Pools, copy_slots, kv_fingerprints, mamba_fingerprint
+from .pools import PendingCopy, Pools, copy_slots, kv_fingerprints, mamba_fingerprint
 
 Slots = list[int]
 
@@ -43,14 +43,15 @@ class MambaTransfer:
 class Ack:
     node_ids: list[int]
     done: bool
-    event: object = None  # a CUDA event when the copy ran on a side stream
+    copies: list[PendingCopy] = field(default_factory=list)  # copies issued on a side stream, not yet complete
 
     def query(self) -> bool:
         return self.done
 
     def synchronize(self) -> None:
-        if self.event is not None:
-            self.event.synchronize()
+        """Complete the ack's copies: wait for their events, land backups in the host pool."""
+        for copy in self.copies or ():  # the explorer's data-free machines issue no copies (None)
+            copy.complete()
 
 
 @dataclass
@@ -95,8 +96,7 @@ class CacheController:
         self.evict_mamba_host: Callable[[int], object] = lambda n: 0
         self.evict_mamba: Callable[[int], object] = lambda n: 0
         self.observer: Callable[[str, dict], None] | None = None
-        cuda = pools.device_kv.device.type == "cuda"
-        self.stream = torch.cuda.Stream() if cuda else None
+        self.stream = None if pools.streams is None else pools.streams.new_stream()  # on the pools' device
 
     def _notify(self, what: str, **data) -> None:
         if self.observer is not None:
@@ -132,11 +132,9 @@ class CacheController:
             newly.append(tr)
         return True
 
-    def _copy(self, pairs) -> object:
-        event = None
-        for src, s, dst, d in pairs:
-            event = copy_slots(src, s, dst, d, self.stream) or event
-        return event
+    def _copy(self, pairs) -> list[PendingCopy]:
+        copies = [copy_slots(src, s, dst, d, self.stream) for src, s, dst, d in pairs]
+        return [c for c in copies if c is not None]
 
     def write(self, device_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
         p = self.pools

@@ -144,7 +144,8 @@ def check_doc(doc: Any) -> tuple[dict, list]:
     return cfg, doc["ops"]
 
 
-def build_config(cfg: dict, flags: Flags) -> CacheConfig:
+def build_config(cfg: dict, flags: Flags, device: str = "cpu") -> CacheConfig:
+    """The cache's config for a checked ops ``cfg``; ``device`` as ``CacheConfig.device`` (cpu unless asked)."""
     try:
         return CacheConfig(page_size=cfg["page_size"], device_kv=cfg["device_kv"], device_mamba=cfg["device_mamba"],
                            host_kv=cfg["host_kv"], host_mamba=cfg["host_mamba"], policy=cfg["policy"],
@@ -152,7 +153,7 @@ def build_config(cfg: dict, flags: Flags) -> CacheConfig:
                            write_through_threshold=cfg["write_through_threshold"],
                            load_back_threshold=cfg["load_back_threshold"],
                            prefetch_stop_policy=cfg["prefetch_stop_policy"], flags=flags,
-                           auto_complete=cfg.get("auto_complete", True))
+                           auto_complete=cfg.get("auto_complete", True), device=device)
     except SimcacheError as e:
         raise ScenarioError(str(e)) from None
 
@@ -163,16 +164,16 @@ def short_sig(crash: Crash) -> str:
 
 
 def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trace: bool = False,
-            recorder=None, on_step: Callable | None = None) -> dict:
+            recorder=None, on_step: Callable | None = None, device: str = "cpu") -> dict:
     """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
     cfg, ops = check_doc(doc)
-    return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step)
+    return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step, device)
 
 
 def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: bool = False, recorder=None,
-            on_step: Callable | None = None) -> dict:
+            on_step: Callable | None = None, device: str = "cpu") -> dict:
     """Run (actor, op) pairs in order on a fresh cache; stop at the first exception of the simulated cache."""
-    cache = HiMambaRadixCache(build_config(cfg, flags))
+    cache = HiMambaRadixCache(build_config(cfg, flags, device))
     drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
     if recorder is not None:
         recorder.attach(cache, drv)

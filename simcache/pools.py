@@ -1,8 +1,8 @@
 """Memory pools: real free lists over torch tensors that hold data.
 
 Vocabulary: a *slot* holds the KV of one token (KV pools) or one Mamba state (Mamba pools). Four pools exist:
-``device_kv`` and ``device_mamba`` (on ``cuda`` when available), ``host_kv`` and ``host_mamba`` (CPU, pinned when
-CUDA is present).
+``device_kv`` and ``device_mamba`` (on the configured device: ``cpu`` by default, or a GPU), ``host_kv`` and
+``host_mamba`` (CPU, pinned when the device pools are on a GPU).
 
 Semantics follow SGLang's pools as the oracle runs them: the free list starts as ``[0..N-1]``; ``alloc(n)`` takes
 the first ``n`` free slots or fails with ``None``; ``free`` appends. Freeing a slot that is already free is
@@ -12,6 +12,18 @@ the first ``n`` free slots or fails with ``None``; ``free`` appends. Freeing a s
 Data: each slot stores an int64 fingerprint. Request KV for the token at position ``i`` of a prefix is
 ``kv_fingerprint(prefix[: i + 1])``; a Mamba state after a prefix is ``mamba_fingerprint(prefix)``. Copies between
 tiers move the fingerprints, so the content of every cached prefix can be checked against what was written.
+
+Copies with streams (``streams.py``; none on cpu, where every copy happens at once). A copy runs on the
+controller's side stream and gives a ``PendingCopy``: one block of consecutive slots each way is copied straight
+between the pinned host pool and the device; other slots go through the host pool's pinned staging buffer (a
+gather on the device, then a scatter on the host). The orderings that make it equal to the plain copy:
+- the side stream waits for the default stream before each copy (the model wrote the source there);
+- index tensors are made on the side stream that reads them (their memory is reused only after that work);
+- a staged backup reaches the host pool only in ``PendingCopy.complete`` (at the ack), after its event, and every
+  host read or write first completes the pool's pending copies (``flush``);
+- a host pool's copies complete in order, one staging user at a time (``_wait_for_staging`` before the next);
+- the default stream waits for a load before its next work (the model reads what was loaded), and for a backup
+  before it next writes the pool the backup reads (a freed slot is not overwritten while a copy reads it).
 """
 from __future__ import annotations
 
@@ -20,6 +32,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
+
+from .streams import backend_for, resolve_device
 
 _MASK = (1 << 62) - 1
 
@@ -55,18 +69,15 @@ class PoolAccounting:
     shared: tuple[int, ...]
 
 
-def default_device() -> torch.device:
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-
-
 class SlotPool:
-    """A free list of ``size`` slots over a data tensor on ``device``."""
+    """A free list of ``size`` slots over a data tensor on ``device``; ``host`` pools are the CPU tier."""
 
-    def __init__(self, name: str, size: int, device: torch.device | str = "cpu", pin: bool = False) -> None:
-        self.name, self.size = name, size
+    def __init__(self, name: str, size: int, device: torch.device | str = "cpu", pin: bool = False,
+                 host: bool = False, streams=None) -> None:
+        self.name, self.size, self.host = name, size, host
         self.device = torch.device(device)
         self.data = torch.zeros(size, dtype=torch.int64, device=self.device)
-        if pin and self.device.type == "cpu" and torch.cuda.is_available():
+        if pin:
             self.data = self.data.pin_memory()
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
@@ -75,6 +86,10 @@ class SlotPool:
         # called as observer(pool_name, "alloc" | "free" | "double_free" | "alloc_fail", slots)
         self.observer: Callable[[str, str, tuple[int, ...]], None] | None = None
         self.stack_fn: Callable[[], tuple[str, ...]] = tuple
+        self.streams = streams  # None: no streams, every copy happens at once
+        self.inflight: list[PendingCopy] = []  # host pool: copies using its staging buffer, oldest first
+        self.readers: list = []  # device pool: events of backups that may still read its slots
+        self._staging: torch.Tensor | None = None
 
     def available_size(self) -> int:
         return len(self.free_slots)
@@ -116,17 +131,53 @@ class SlotPool:
 
     # --- data ---
     def write(self, slots: Sequence[int], values: Sequence[int]) -> None:
-        if slots:
+        if not slots:
+            return
+        st = self.streams
+        if st is None or self.host:
+            self.flush()  # a pending backup into this pool lands first, as it would have without streams
             idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
             self.data[idx] = torch.tensor(list(values), dtype=torch.int64, device=self.device)
+            return
+        self._wait_for_readers()
+        st.launch(st.default, _put, self.data, st.upload(list(slots), st.default),
+                  st.upload(list(values), st.default))
 
     def read(self, slots: Sequence[int]) -> list[int]:
         if not slots:
             return []
-        if self.device.type == "cpu" and torch.cuda.is_available():
-            torch.cuda.synchronize()  # a side-stream copy into this pinned pool may still be in flight
-        idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
-        return self.data[idx].cpu().tolist()
+        st = self.streams
+        if st is None or self.host:
+            self.flush()
+            return self.data[torch.tensor(list(slots), dtype=torch.int64, device=self.device)].tolist()
+        return st.to_host(st.default, _take, self.data, st.upload(list(slots), st.default)).tolist()
+
+    def flush(self) -> None:
+        """Complete every copy still using this host pool, so its data is what the plain copies would have left."""
+        for copy in list(self.inflight):
+            copy.complete()
+
+    def _staging_for(self, n: int) -> torch.Tensor:
+        """The pool's pinned staging buffer (``n`` slots), once no earlier copy still uses it."""
+        self._wait_for_staging()
+        if self._staging is None or self._staging.numel() < n:
+            size = max(n, 2 * (0 if self._staging is None else self._staging.numel()))
+            self._staging = torch.empty(size, dtype=torch.int64, pin_memory=self.data.is_pinned())
+        return self._staging[:n]
+
+    def _wait_for_staging(self) -> None:
+        """Earlier copies of this host pool complete (in issue order) before the next one uses its staging buffer
+        or its slots: a staged backup's host scatter must not land after a later copy."""
+        for copy in list(self.inflight):
+            copy.complete()
+
+    def _wait_for_readers(self) -> None:
+        """The default stream waits for the backups reading this pool before it writes (a freed slot may be
+        handed out again while a backup still reads it)."""
+        st = self.streams
+        for event in self.readers:
+            st.wait(st.default, event)
+        self.readers.clear()
 
     def accounting(self, referenced: Iterable[int]) -> PoolAccounting:
         refs = Counter(referenced)
@@ -140,22 +191,128 @@ class SlotPool:
         )
 
 
-def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots: Sequence[int],
-               stream: torch.cuda.Stream | None = None) -> torch.cuda.Event | None:
-    """Copy slot data between pools (tiers); on CUDA the copy runs on ``stream`` and returns its event."""
-    if not src_slots:
+def _put(data: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> None:
+    data[idx] = values
+
+
+def _take(data: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return data[idx]
+
+
+def _gather(data: torch.Tensor, idx: torch.Tensor, out: torch.Tensor) -> None:
+    out.copy_(data.index_select(0, idx), non_blocking=True)
+
+
+def _scatter(data: torch.Tensor, idx: torch.Tensor, staged: torch.Tensor) -> None:
+    data.index_copy_(0, idx, staged.to(data.device, non_blocking=True))
+
+
+class PendingCopy:
+    """A copy issued on a side stream. ``complete()`` waits for its event; for a backup it then moves the staged
+    data into the host pool. Until then the host pool's staging buffer belongs to it."""
+    __slots__ = ("streams", "event", "host", "host_idx", "staged", "done")
+
+    def __init__(self, streams, event, host: SlotPool, host_idx: torch.Tensor | None,
+                 staged: torch.Tensor | None) -> None:
+        self.streams, self.event, self.host, self.host_idx, self.staged = streams, event, host, host_idx, staged
+        self.done = False
+
+    def complete(self) -> None:
+        if self.done:
+            return
+        _host_waits_for(self.streams, self.event)
+        if self.host_idx is not None:  # a staged backup: its data is on the host only now
+            self.host.data[self.host_idx] = self.staged
+        self.done = True
+        self.host.inflight.remove(self)
+
+
+# The synchronisations, one function each (tests/test_streams.py removes each in turn and watches a test fail).
+def _host_waits_for(st, event) -> None:
+    st.synchronize(event)  # a non-blocking device->host result is undefined until its event
+
+
+def _side_waits_for_default(st, stream) -> None:
+    st.wait(stream, st.record(st.default))  # the model wrote the source (and reused the destination) there
+
+
+def _index_stream(st, stream):
+    return stream  # index tensors are made on the stream that reads them
+
+
+def _default_waits_for_load(st, event) -> None:
+    st.wait(st.default, event)  # the model's next work reads (or overwrites) what the load writes
+
+
+def _span(slots) -> tuple[int, int] | None:
+    """``(start, stop)`` when ``slots`` are consecutive (``range(4, 7)``, ``[4, 5, 6]``), else None."""
+    if isinstance(slots, range):
+        return (slots.start, slots.stop) if slots.step == 1 else None
+    if isinstance(slots, torch.Tensor) or slots[-1] - slots[0] != len(slots) - 1:
         return None
-    s_idx = torch.tensor(list(src_slots), dtype=torch.int64, device=src.device)
-    d_idx = torch.tensor(list(dst_slots), dtype=torch.int64, device=dst.device)
-    if stream is None:
+    first = slots[0]
+    return (first, first + len(slots)) if all(s == first + i for i, s in enumerate(slots)) else None
+
+
+def _index(slots) -> torch.Tensor | list[int]:
+    return slots if isinstance(slots, torch.Tensor) else list(slots)
+
+
+def _cpu_index(slots) -> torch.Tensor:
+    return slots if isinstance(slots, torch.Tensor) else torch.tensor(list(slots), dtype=torch.int64)
+
+
+def _on(slots, device: torch.device) -> torch.Tensor:
+    if isinstance(slots, torch.Tensor):
+        return slots.to(device)
+    return torch.tensor(list(slots), dtype=torch.int64, device=device)
+
+
+def _copy_into(out: torch.Tensor, src: torch.Tensor) -> None:
+    out.copy_(src, non_blocking=True)
+
+
+def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots: Sequence[int],
+               stream=None) -> PendingCopy | None:
+    """Copy slot data between pools (tiers); with streams the copy runs on ``stream`` and returns its
+    ``PendingCopy``, without them it is done on return. Slots are a list, a range or a CPU int64 tensor; two
+    consecutive runs copy straight between the pools, others go through the host pool's staging buffer."""
+    if len(src_slots) == 0:
+        return None
+    st = src.streams or dst.streams
+    if st is None or stream is None:
+        s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)
         dst.data[d_idx] = src.data[s_idx].to(dst.device)
         return None
-    stream.wait_stream(torch.cuda.current_stream())  # the request's KV was written on the default stream
-    with torch.cuda.stream(stream):
-        dst.data[d_idx] = src.data[s_idx].to(dst.device, non_blocking=True)
-        ev = torch.cuda.Event()
-        ev.record(stream)
-    return ev
+    n, s_span, d_span = len(src_slots), _span(src_slots), _span(dst_slots)
+    host = dst if dst.host else src
+    if s_span and d_span:  # one block each way: one copy between the pinned host pool and the device
+        host._wait_for_staging()  # earlier copies of this host pool complete first (their scatters, in order)
+        _side_waits_for_default(st, stream)
+        into = dst.data[d_span[0] : d_span[1]]
+        st.launch(stream, _copy_into, into, src.data[s_span[0] : s_span[1]], host_out=into if dst.host else None)
+        event = st.record(stream)
+        copy = PendingCopy(st, event, host, None, None)
+    elif dst.host:  # backup: device -> pinned staging -> (at completion) host pool
+        staged = dst._staging_for(n)
+        _side_waits_for_default(st, stream)
+        st.launch(stream, _gather, src.data, st.upload(_index(src_slots), _index_stream(st, stream)), staged,
+                  host_out=staged)
+        event = st.record(stream)
+        copy = PendingCopy(st, event, dst, _cpu_index(dst_slots), staged)
+    else:  # load: host pool -> pinned staging (gathered on the CPU now) -> device
+        staged = src._staging_for(n)
+        torch.index_select(src.data, 0, _cpu_index(src_slots), out=staged)
+        _side_waits_for_default(st, stream)
+        st.launch(stream, _scatter, dst.data, st.upload(_index(dst_slots), _index_stream(st, stream)), staged)
+        event = st.record(stream)
+        copy = PendingCopy(st, event, src, None, staged)
+    if dst.host:
+        src.readers = [e for e in src.readers if not e.query()] + [event]  # finished reads need no wait
+    else:
+        _default_waits_for_load(st, event)
+    host.inflight.append(copy)
+    return copy
 
 
 @dataclass
@@ -169,10 +326,19 @@ class Pools:
 
     @classmethod
     def create(cls, device_kv: int, device_mamba: int, host_kv: int, host_mamba: int,
-               device: torch.device | str | None = None) -> Pools:
-        dev = default_device() if device is None else torch.device(device)
-        return cls(SlotPool("device_kv", device_kv, dev), SlotPool("device_mamba", device_mamba, dev),
-                   SlotPool("host_kv", host_kv, "cpu", pin=True), SlotPool("host_mamba", host_mamba, "cpu", pin=True))
+               device: torch.device | str = "cpu", streams=None) -> Pools:
+        """Pools whose device tier is on ``device``; ``streams`` overrides its stream backend (the emulation)."""
+        dev = resolve_device(device) if isinstance(device, str) else torch.device(device)
+        st = backend_for(dev) if streams is None else streams
+        pin = dev.type == "cuda"
+        return cls(SlotPool("device_kv", device_kv, dev, streams=st),
+                   SlotPool("device_mamba", device_mamba, dev, streams=st),
+                   SlotPool("host_kv", host_kv, "cpu", pin=pin, host=True, streams=st),
+                   SlotPool("host_mamba", host_mamba, "cpu", pin=pin, host=True, streams=st))
+
+    @property
+    def streams(self):
+        return self.device_kv.streams
 
     def all(self) -> dict[str, SlotPool]:
         return {n: getattr(self, n) for n in self.NAMES}

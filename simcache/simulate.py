@@ -80,8 +80,10 @@ def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None
 
 
 def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: dict | None = None,
-             schedule: str | Schedule | None = None, snapshots: bool = True, invariants: bool = True) -> Run:
-    """Run ``scenario`` (a Scenario, a gallery name / path, or plain data) and return the ``Run``."""
+             schedule: str | Schedule | None = None, snapshots: bool = True, invariants: bool = True,
+             device: str = "cpu") -> Run:
+    """Run ``scenario`` (a Scenario, a gallery name / path, or plain data) and return the ``Run``; ``device``:
+    where the device pools live (cpu, cuda, cuda:N or auto; the results are the same on each)."""
     if isinstance(scenario, str):
         scenario = load(scenario)
     elif isinstance(scenario, dict):
@@ -90,7 +92,7 @@ def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: 
     sched = schedule if isinstance(schedule, Schedule) else scenario.parse_schedule(schedule)
     rec = Recorder(snapshots=snapshots, invariants=invariants)
     try:
-        result = execute(scenario.config, scenario.linearize(sched), fl, recorder=rec)
+        result = execute(scenario.config, scenario.linearize(sched), fl, recorder=rec, device=device)
     except ScenarioError as e:
         raise ScenarioError(f"{scenario.name}: {e}") from None
     return Run(scenario, name, fl, sched, result, rec)

@@ -1,6 +1,7 @@
-"""The GPU path: device pools on CUDA, pinned host pools, copies on a side stream observed by the acks.
+"""The GPU path: device pools on CUDA, pinned host pools, copies on a side stream completed by the acks.
 
-These tests skip cleanly on a machine without CUDA; everything else in the suite runs on the CPU.
+These tests skip cleanly on a machine without CUDA; the CPU suite proves the same orderings under the stream
+emulation (tests/test_streams.py). ``scripts/gpu_check.sh`` runs this file with the rest of the GPU checks.
 """
 from __future__ import annotations
 
@@ -10,39 +11,63 @@ import torch
 from simcache.cache import HiMambaRadixCache
 from simcache.config import CacheConfig
 from simcache.driver import Driver
+from simcache.gpu_check import (PROBES, DelayedCudaStreams, compare_gallery, compare_programs, run_probes,
+                                using_streams)
 from simcache.invariants import check_all
-from simcache.pools import kv_fingerprints, mamba_fingerprint
+from simcache.pools import PendingCopy, kv_fingerprints, mamba_fingerprint
+from simcache.streams import CudaStreams
 from simcache.versions import preset
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (no GPU on this machine)")]
 
 
-def make(auto_complete=True, policy="write_through"):
-    cfg = CacheConfig(device_kv=64, device_mamba=8, host_kv=64, host_mamba=8, policy=policy,
+def make(auto_complete=True, policy="write_through", device="cuda"):
+    cfg = CacheConfig(device_kv=64, device_mamba=8, host_kv=64, host_mamba=8, policy=policy, device=device,
                       load_back_threshold=1, flags=preset("followup_fix"), auto_complete=auto_complete)
     cache = HiMambaRadixCache(cfg)
     return cache, Driver(cache)
 
 
-def test_pools_live_on_the_gpu_and_host_pools_are_pinned():
+def test_pools_live_on_the_gpu_host_pools_are_pinned_and_the_side_stream_is_on_the_pools_gpu():
     cache, _ = make()
-    assert cache.pools.device_kv.data.is_cuda and cache.pools.device_mamba.data.is_cuda
-    assert cache.pools.host_kv.data.is_pinned() and cache.pools.host_mamba.data.is_pinned()
-    assert cache.controller.stream is not None
+    p = cache.pools
+    assert p.device_kv.data.is_cuda and p.device_mamba.data.is_cuda
+    assert p.host_kv.data.is_pinned() and p.host_mamba.data.is_pinned()
+    assert isinstance(p.streams, CudaStreams) and cache.controller.stream.device == p.device_kv.data.device
 
 
-def test_backup_copies_on_a_side_stream_and_the_ack_observes_it():
+def test_a_cpu_cache_on_a_gpu_machine_neither_pins_nor_makes_streams():
+    cache, drv = make(device="cpu")
+    assert cache.pools.streams is None and cache.controller.stream is None
+    assert not cache.pools.host_kv.data.is_pinned()
+    drv.finish(drv.start([1, 2, 3]))
+    assert cache.controller.ack_write_queue[0].copies == []
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_the_side_stream_is_made_on_the_pools_gpu_not_the_current_one():
+    with torch.cuda.device(0):
+        cache, drv = make(device="cuda:1")
+        assert cache.controller.stream.device == torch.device("cuda", 1)
+        drv.finish(drv.start([1, 2, 3, 4]))
+        cache.check_hicache_events()
+        node = cache.root_node.children[1]
+        assert cache.pools.host_kv.read(node.host_value) == kv_fingerprints([1, 2, 3, 4])
+
+
+def test_backup_copies_on_a_side_stream_and_the_ack_completes_it():
     cache, drv = make(auto_complete=False)
     drv.finish(drv.start([1, 2, 3, 4]))
     node = cache.root_node.children[1]
     ack = cache.controller.ack_write_queue[0]
-    assert ack.event is not None and not ack.query()  # delivered only when the schedule says so
+    assert len(ack.copies) == 2 and all(isinstance(c, PendingCopy) for c in ack.copies)
+    assert not ack.query()  # delivered only when the schedule says so
     cache.check_hicache_events()
     assert node.full_lock_ref == 1  # still locked: the write is not acknowledged yet
     cache.controller.complete_writes(1)
     cache.check_hicache_events()
-    assert node.full_lock_ref == 0
+    assert node.full_lock_ref == 0 and all(c.done for c in ack.copies)
     assert cache.pools.host_kv.read(node.host_value) == kv_fingerprints([1, 2, 3, 4])
     assert cache.pools.host_mamba.read(node.mamba_host_value) == [mamba_fingerprint([1, 2, 3, 4])]
 
@@ -57,5 +82,23 @@ def test_load_back_brings_the_same_bytes_back_to_the_gpu():
     rid = drv.start([1, 2, 3, 4, 5])
     cache.check_hicache_events()
     assert cache.pools.device_kv.read(node.value) == kv_fingerprints([1, 2, 3, 4])
+    assert cache.pools.host_kv.read(node.host_value) == kv_fingerprints([1, 2, 3, 4])
     drv.finish(rid)
     assert all(v is None for v in check_all(cache, list(drv.live.values())).values())
+
+
+def test_every_ordering_probe_passes_on_cuda_streams():
+    assert run_probes("cuda") == {name: [] for name in PROBES}
+
+
+def test_every_ordering_probe_passes_with_the_side_stream_delayed():
+    with using_streams(lambda d: DelayedCudaStreams(d) if d.type == "cuda" else None):
+        assert run_probes("cuda") == {name: [] for name in PROBES}
+
+
+def test_the_gallery_on_cuda_equals_the_cpu_trace_for_trace():
+    assert compare_gallery("cuda") == []
+
+
+def test_random_programs_on_cuda_equal_the_cpu():
+    assert compare_programs("cuda", 50, seed=2000) == []

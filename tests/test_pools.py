@@ -57,9 +57,9 @@ def test_accounting_reports_leaks_stale_references_and_sharing():
 
 
 def test_slot_data_is_an_int64_tensor_that_copies_between_pools():
-    dev, host = SlotPool("device_kv", 4, "cpu"), SlotPool("host_kv", 4, "cpu", pin=True)
+    dev, host = SlotPool("device_kv", 4, "cpu"), SlotPool("host_kv", 4, "cpu", host=True)
     assert (dev.data.dtype, dev.data.device.type, tuple(dev.data.shape)) == (torch.int64, "cpu", (4,))
-    assert host.data.is_pinned() == torch.cuda.is_available()
+    assert not host.data.is_pinned()  # pinned only when the device pools are on a GPU, whatever the machine has
     dev.write([2, 0], [111, 222])
     assert dev.read([0, 1, 2]) == [222, 0, 111]
     assert copy_slots(dev, [0, 2], host, [3, 1]) is None  # no stream: copied synchronously
@@ -117,29 +117,3 @@ def test_cpu_pools_when_asked_for_cpu():
     assert {n: p.data.device.type for n, p in pools.all().items()} == dict(device_kv="cpu", device_mamba="cpu",
                                                                           host_kv="cpu", host_mamba="cpu")
     assert {n: p.size for n, p in pools.all().items()} == dict(device_kv=4, device_mamba=2, host_kv=4, host_mamba=2)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_device_pools_live_on_cuda_and_host_pools_are_pinned():
-    pools = Pools.create(8, 2, 8, 2)  # no device given: cuda when available
-    assert (pools.device_kv.data.device.type, pools.device_mamba.data.device.type) == ("cuda", "cuda")
-    assert (pools.host_kv.data.device.type, pools.host_mamba.data.device.type) == ("cpu", "cpu")
-    assert pools.host_kv.data.is_pinned() and pools.host_mamba.data.is_pinned()
-
-    # a whole round trip on the GPU: write through, demote, load back; the data survives both copies
-    from simcache.cache import HiMambaRadixCache
-    from simcache.config import CacheConfig
-    from simcache.pools import kv_fingerprints
-
-    cache = HiMambaRadixCache(CacheConfig(policy="write_through", load_back_threshold=1))
-    assert cache.pools.device_kv.data.device.type == "cuda" and cache.controller.stream is not None
-    drv = Driver(cache)
-    drv.finish(drv.start([1, 2, 3, 4]))
-    cache.check_hicache_events()
-    cache.evict(4)
-    drv.finish(drv.start([1, 2, 3, 4, 5]))
-    cache.check_hicache_events()
-    node = cache.root_node.children[1]
-    assert cache.pools.device_kv.read(node.value) == kv_fingerprints([1, 2, 3, 4])
-    assert cache.pools.host_kv.read(node.host_value) == kv_fingerprints([1, 2, 3, 4])
