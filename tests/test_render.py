@@ -73,7 +73,8 @@ def test_assertion_dot_marks_the_node_where_it_fired():
     dot = tree_dot(run_c(), CRASH_STEP)
     n8 = next(line for line in dot.splitlines() if line.strip().startswith("n8 "))
     assert "assertion" in n8 and "ASSERTION FIRED HERE" in n8
-    assert "detached from the tree" in dot  # nobody holds it any more, but it is drawn where it fired
+    assert "still referenced: STALE" in dot  # the cascade's _delete_tombstone_leaf(node) held it as it raised
+    assert "_delete_tombstone_leaf() (deleting it)" in dot
     golden("scenario_c_pre_fix_assertion.dot", dot)
 
 
@@ -113,12 +114,13 @@ def test_keys_and_child_keys_read_like_sglang():
     assert child_key_text((1, 2, 3, 4), 2) == "(1, 2)"
 
 
-def test_highlight_lasts_until_the_operation_ends():
+def test_went_stale_badge_at_the_moment_then_the_node_stays_a_ghost():
     t = run_c().trace
     assert highlight_at(t, STALE_STEP - 1)["went_stale"] == []
     assert highlight_at(t, STALE_STEP)["went_stale"] == [8]
-    assert highlight_at(t, t.ops[5].last_step)["went_stale"] == [8]
-    assert highlight_at(t, t.ops[6].first_step)["went_stale"] == []
+    assert highlight_at(t, t.ops[5].last_step)["went_stale"] == []  # issue #13: the badge belongs to the moment
+    assert highlight_at(t, t.ops[5].last_step)["ghosts"][8].badge == f"STALE since step {STALE_STEP}"
+    assert 8 in highlight_at(t, t.ops[6].first_step)["ghosts"]
     assert highlight_at(t, CRASH_STEP)["assertion"] == [8]
 
 

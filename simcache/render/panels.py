@@ -99,6 +99,12 @@ def holder_kind(name: str) -> str:
     """What kind of reference a holder name is: a call frame, the insert loop's variable, or a structure."""
     if "loop" in name:
         return "the insert loop's current node"
+    if name.startswith("parent pointer"):
+        return "a detached child's parent link (the cascade and eviction walk up through it)"
+    if "deleting it" in name:
+        return "the call deleting it (it still holds the node)"
+    if "this step" in name or "raised here" in name:
+        return "the call working on it at this step"
     if "(" in name:
         return "a simulated call that will keep using it" if "resumes" in name else "a simulated call frame"
     if name.startswith("ongoing") or "prefetch" in name:
@@ -106,7 +112,21 @@ def holder_kind(name: str) -> str:
     return "a cache structure (eviction can pick it)"
 
 
-def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None) -> str:
+def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None, ghosts: dict | None = None) -> str:
+    """The holder ledger: each stale node and who still holds it. With ``ghosts`` (``ghosts.ghosts_at``), every
+    detached node the drawing shows is listed with its state and *all* its holders (call frames included), so
+    the ledger, the tree and the explanation tell the same story at every step."""
+    if ghosts:
+        order = sorted(ghosts.values(), key=lambda g: (g.state == "deleted", not g.held, g.node))
+        parts = []
+        for g in order:
+            rows = "".join(f"<tr><td><code>{escape(h)}</code></td><td>{escape(holder_kind(h))}</td></tr>"
+                           for h in g.holders)
+            table = (f'<table class="sc-table"><tr><th>holder</th><th>kind</th></tr>{rows}</table>' if rows
+                     else '<span class="sc-empty">nothing holds it at this step</span>')
+            parts.append(f'<p data-node="{g.node}">{chip(snap, g.node)} is detached from the tree '
+                         f"(<b>{escape(g.badge)}</b>){', still held by:' if rows else '.'}</p>{table}")
+        return f'<div class="sc-panel sc-holders"><h4>Holder ledger</h4>{"".join(parts)}</div>'
     ids = snap.stale if node_ids is None else node_ids
     if not ids:
         return ('<div class="sc-panel sc-holders"><h4>Holder ledger</h4>'
