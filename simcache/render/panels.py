@@ -37,7 +37,7 @@ PANEL_CSS = """
 .sc-table{border-collapse:collapse}.sc-table td,.sc-table th{border:1px solid #e5e7eb;padding:2px 8px;text-align:left}
 .sc-ok{background:#dcfce7;color:#14532d}.sc-red{background:#fee2e2;color:#7f1d1d;font-weight:bold}
 .sc-stack{font-family:monospace;font-size:13px;margin:0;padding:0;list-style:none}
-.sc-stack li{white-space:nowrap}.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
+.sc-stack li{white-space:normal;overflow-wrap:anywhere;text-indent:0}.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
 .sc-kind{display:inline-block;padding:0 5px;border-radius:3px;background:#e0e7ff;color:#1e3a8a;font-size:12px}
 .sc-explain{font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.45;max-width:60em}
 .sc-explain ol{margin:4px 0 4px 1.2em;padding:0}.sc-explain .sc-past{color:#9ca3af}
@@ -163,10 +163,15 @@ def invariants_panel(trace, step: int) -> str:
 
 
 def stack_panel(step, op_text: str = "") -> str:
-    """The nested call stack of micro-step ``step`` (a ``MicroStep``), with the micro-step itself innermost."""
-    items = [f'<li>{"&nbsp;&nbsp;" * d}{escape(f)}()</li>' for d, f in enumerate(step.stack)]
-    items.append(f'<li class="sc-here">{"&nbsp;&nbsp;" * len(step.stack)}<span class="sc-kind">{escape(step.kind)}'
-                 f"</span> {escape(step.text)}</li>")
+    """The nested call stack of micro-step ``step`` (a ``MicroStep``), with the micro-step itself innermost. At the
+    assertion the simulated stack has already unwound, so the frames the cache raised from are listed instead
+    (for the PR's shape: nine frames, ``cache_finished_req`` down to ``_delete_tombstone_leaf``)."""
+    frames = tuple(step.stack)
+    if step.kind == "assertion" and not frames:
+        frames = tuple(step.detail.get("stack", ()))
+    items = [f'<li style="padding-left:{d * 0.9:.1f}em">{escape(f)}()</li>' for d, f in enumerate(frames)]
+    items.append(f'<li class="sc-here" style="padding-left:{len(frames) * 0.9:.1f}em">'
+                 f'<span class="sc-kind">{escape(step.kind)}</span> {escape(step.text)}</li>')
     head = f"<div><b>op {step.op}</b> {escape(op_text)}</div>" if op_text else ""
     return (f'<div class="sc-panel sc-callstack"><h4>Call stack</h4>{head}'
             f'<ul class="sc-stack">{"".join(items)}</ul></div>')
