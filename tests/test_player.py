@@ -231,3 +231,12 @@ def test_gallery_scenario_c_in_the_player_and_the_game():
     for actor in game.scenario.parse_schedule(schedule).turns:
         game.pick(actor)
     assert game.reached_assertion
+
+
+def test_every_panel_names_the_run_it_belongs_to_for_compare_pages():
+    from simcache.render.frames import frame
+    from simcache.simulate import simulate
+
+    f = frame(simulate("crash_pr", "described_fix"), 10)  # what a compare export stores for its right run
+    for html in (f.stack, f.invariants, f.explanation):
+        assert '<span class="sc-of">· described_fix</span>' in html

@@ -73,8 +73,9 @@ def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False,
     # issue #13: the ledger lists the same ghosts (and all their holders) the tree draws
     ghosts = ghosts_at(t, step) if t.snapshots else None
     panels = (lru_panel(snap), sets_panel(snap), pools_panel(snap), holders_panel(snap, ghosts=ghosts))
-    return Frame(step, k, caption(run, step), dot, panels, invariants_panel(t, step),
-                 stack_panel(t.steps[step], op_text(t, k)), explain_html(t, step), t.steps[step].node,
+    label = getattr(run, "preset", "")  # issue #13: each panel names its run (a compare page shows one run's)
+    return Frame(step, k, caption(run, step), dot, panels, invariants_panel(t, step, label),
+                 stack_panel(t.steps[step], op_text(t, k), label), explain_html(t, step, label), t.steps[step].node,
                  moments_at(t, step))
 
 

@@ -40,6 +40,7 @@ PANEL_CSS = """
 .sc-stack li{white-space:normal;overflow-wrap:anywhere;text-indent:0}.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
 .sc-kind{display:inline-block;padding:0 5px;border-radius:3px;background:#e0e7ff;color:#1e3a8a;font-size:12px}
 .sc-explain{font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.45;max-width:60em}
+.sc-of{color:#1e3a8a;font-weight:normal}
 .sc-explain ol{margin:4px 0 4px 1.2em;padding:0}.sc-explain .sc-past{color:#9ca3af}
 """
 
@@ -140,7 +141,12 @@ def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None, ghost
     return f'<div class="sc-panel sc-holders"><h4>Holder ledger</h4>{"".join(parts)}</div>'
 
 
-def invariants_panel(trace, step: int) -> str:
+def _of(run: str) -> str:
+    """`` · pre_fix``: which run a panel belongs to (a compare page shows one run's panels)."""
+    return f' <span class="sc-of">· {escape(run)}</span>' if run else ""
+
+
+def invariants_panel(trace, step: int, run: str = "") -> str:
     seen = [v for v in trace.violations if v.step <= step]
     first: dict[str, object] = {}
     for v in seen:
@@ -158,11 +164,11 @@ def invariants_panel(trace, step: int) -> str:
         v = min(seen, key=lambda v: v.step)
         head = (f'<p class="sc-bad">First violation: step {v.step}, {escape(v.invariant)}: '
                 f"{escape(v.message)}</p>")
-    return (f'<div class="sc-panel sc-invariants"><h4>Invariants</h4>{head}'
+    return (f'<div class="sc-panel sc-invariants"><h4>Invariants{_of(run)}</h4>{head}'
             f'<table class="sc-table">{"".join(rows)}</table></div>')
 
 
-def stack_panel(step, op_text: str = "") -> str:
+def stack_panel(step, op_text: str = "", run: str = "") -> str:
     """The nested call stack of micro-step ``step`` (a ``MicroStep``), with the micro-step itself innermost. At the
     assertion the simulated stack has already unwound, so the frames the cache raised from are listed instead
     (for the PR's shape: nine frames, ``cache_finished_req`` down to ``_delete_tombstone_leaf``)."""
@@ -173,7 +179,7 @@ def stack_panel(step, op_text: str = "") -> str:
     items.append(f'<li class="sc-here" style="padding-left:{len(frames) * 0.9:.1f}em">'
                  f'<span class="sc-kind">{escape(step.kind)}</span> {escape(step.text)}</li>')
     head = f"<div><b>op {step.op}</b> {escape(op_text)}</div>" if op_text else ""
-    return (f'<div class="sc-panel sc-callstack"><h4>Call stack</h4>{head}'
+    return (f'<div class="sc-panel sc-callstack"><h4>Call stack{_of(run)}</h4>{head}'
             f'<ul class="sc-stack">{"".join(items)}</ul></div>')
 
 
