@@ -29,10 +29,11 @@ from .render.panels import PANEL_CSS
 from .render.timeline import timeline_svg
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
-PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;max-height:520px;height:auto}"
+PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;max-height:500px;height:auto}"
             ".sc-legend svg{max-height:none}.sc-tl svg{max-width:100%;height:auto}"
             ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
-            "font-weight:bold}.sc-static{display:none}</style>")  # live widgets hide the static snapshot
+            "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
+            ".sc-cmp .sc-tree svg{max-height:400px}.sc-cmp .sc-tl svg{max-height:170px}</style>")
 
 
 class PlayerModel:
@@ -209,15 +210,18 @@ def _widgets():
 class _Side:
     """The widgets that show one run: caption, tree, timeline, call stack and the tabbed panels."""
 
-    TABS = ("why stale?", "holders, lists, sets", "pools", "invariants", "legend")
+    TABS = ("why stale", "holders", "pools", "invariants", "legend")  # short: six tabs share half a screen
 
-    def __init__(self, W, label: str) -> None:
+    def __init__(self, W, label: str, stack_in_tabs: bool = False) -> None:
         self.caption, self.tree, self.timeline, self.stack = W.HTML(), W.HTML(), W.HTML(), W.HTML()
         self.explanation, self.panels, self.pools, self.invariants, self.legend = (W.HTML() for _ in range(5))
-        box = W.Layout(max_height="330px", overflow="auto")
-        self.tabs = W.Tab([W.Box([w], layout=box) for w in (self.explanation, self.panels, self.pools,
-                                                             self.invariants, self.legend)])
-        for i, title in enumerate(self.TABS):
+        box = W.Layout(max_height="270px" if stack_in_tabs else "330px", overflow="auto")
+        # side by side, each column is narrow: the call stack becomes the first (default) tab to keep one screen
+        shown = ((self.stack,) if stack_in_tabs else ()) + (self.explanation, self.panels, self.pools,
+                                                             self.invariants, self.legend)
+        self.tabs = W.Tab([W.Box([w], layout=box) for w in shown])
+        self.titles = (("stack",) if stack_in_tabs else ()) + self.TABS
+        for i, title in enumerate(self.titles):
             self.tabs.set_title(i, title)
         self.label = label
 
@@ -236,7 +240,8 @@ class _Side:
         self.legend.value = (f'<div class="sc-tree sc-legend">'
                              f"{render_svg(legend_dot(model.hide_host, model.hide_mamba))}</div>")
         bad = [v for v in run.trace.violations if v.step <= model.step_of(which)]
-        self.tabs.set_title(3, f"invariants ({len({v.invariant for v in bad})} red)" if bad else "invariants")
+        self.tabs.set_title(self.titles.index("invariants"),
+                            f"invariants ✗{len({v.invariant for v in bad})}" if bad else "invariants")
 
 
 class Player:
@@ -245,7 +250,8 @@ class Player:
     Layout (about one screen): the controls (every button says what it does in words), the slider, the caption;
     then per run a column with the tree, its timeline, the call stack (always visible: the frames a reviewer
     looks for) and tabs for the explanation, the holder ledger with the lists and sets, the pools, the
-    invariants and the legend. In compare mode the two runs' columns stand side by side, each labelled.
+    invariants and the legend. In compare mode the two runs' columns stand side by side, each labelled, and the
+    call stack is each column's first tab, shown by default.
     Displayed in a notebook, the player also leaves a static HTML snapshot (``static_html``) that shows where
     widgets cannot run (GitHub, nbviewer, ``nbconvert --to html``) and hides itself where they can."""
 
@@ -256,7 +262,7 @@ class Player:
         W = _widgets()
         self.model = m = PlayerModel(run, compare, precompute=precompute)
         b = dict(first="|◀ first", prev_op="◀◀ op", prev="◀ step", next="step ▶", next_op="op ▶▶", last="last ▶|",
-                 play="▶ play", pause="⏸ pause", stop="■ stop", jump_prev="◀ jump", jump_next="jump ▶",
+                 play="▶ play", pause="‖ pause", stop="■ stop", jump_prev="◀ jump", jump_next="jump ▶",
                  divergence="go to divergence")
         tips = dict(first="go to the first micro-step", prev_op="back to the end of the previous operation",
                     prev="one micro-step back", next="one micro-step forward",
@@ -287,9 +293,9 @@ class Player:
         self.hide_mamba = W.Checkbox(value=False, description="hide Mamba detail", indent=False,
                                      layout=W.Layout(width="auto"))
         self.note = W.HTML()
-        self.sides = [_Side(W, f"left: {run.preset}" if compare is not None else "")]
+        self.sides = [_Side(W, f"left: {run.preset}" if compare is not None else "", compare is not None)]
         if compare is not None:
-            self.sides.append(_Side(W, f"right: {compare.preset}"))
+            self.sides.append(_Side(W, f"right: {compare.preset}", True))
         left = self.sides[0]
         # the names the tests and notebooks use
         self.caption, self.tree, self.timeline, self.stack = left.caption, left.tree, left.timeline, left.stack
@@ -321,9 +327,11 @@ class Player:
             body = W.HBox([W.VBox([left.caption, left.tree, left.timeline], layout=W.Layout(width="60%")),
                            W.VBox([left.stack, left.tabs], layout=W.Layout(width="40%"))])
         else:
-            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.stack, s.tabs], layout=W.Layout(width="50%"))
+            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.tabs], layout=W.Layout(width="50%"))
                            for s in self.sides])
         self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.note, body])
+        if compare is not None:
+            body.add_class("sc-cmp")  # smaller caps on the two drawings side by side (PAGE_CSS)
         self.refresh()
 
     def _set_playing(self, on: bool) -> None:
@@ -381,8 +389,9 @@ def static_snapshot(model: PlayerModel) -> str:
         t = run.trace
         found = moments(t)
         picks = [("at the cursor", model.step_of(which))]
-        picks += [(kind.replace("-", " "), found[kind][0]) for kind in ("went-stale", "cleaned-up", "violation",
-                                                                        "assertion") if found[kind]]
+        picks += sorted(((kind.replace("-", " "), found[kind][0]) for kind in ("went-stale", "cleaned-up", "violation",
+                                                                               "assertion") if found[kind]),
+                        key=lambda p: p[1])  # in the order they happen
         picks.append(("last step", len(t.steps) - 1))
         seen, cells = set(), []
         for what, step in picks:

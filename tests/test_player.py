@@ -135,7 +135,7 @@ def test_compare_panels_are_labelled_with_their_run():
 
 def test_play_controls_are_labelled_buttons_driving_a_hidden_timer():
     p = Player(run_c())
-    for key, word in (("play", "play"), ("pause", "pause"), ("stop", "stop")):
+    for key, word in (("play", "▶ play"), ("pause", "‖ pause"), ("stop", "■ stop")):
         assert word in p.buttons[key].description and p.buttons[key].tooltip
     assert p.play.layout.display == "none" and p.repeat.description == "repeat"
     p.buttons["play"].click()

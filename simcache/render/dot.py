@@ -184,7 +184,8 @@ def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
              ("detached, held by nothing (ghost)", "#ffffff", GREY), ("cleaned up by a guard", "#ffffff", GREEN),
              ("named by an invariant violation", "#ffffff", ORANGE), ("assertion fired here", "#ffffff", DARK_RED)]
     cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" '
-                    f'STYLE="{"dashed" if border in (RED, GREY) else "solid"}"> </TD><TD ALIGN="LEFT">{escape(text)}</TD></TR>'
+                    f'STYLE="{"dashed" if border in (RED, GREY) else "solid"}"> </TD>'
+                    f'<TD ALIGN="LEFT">{escape(text)}</TD></TR>'
                     for text, fill, border in rows)
     label = (f'<<TABLE BORDER="1" COLOR="#d1d5db" STYLE="rounded" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">'
              f'<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>')

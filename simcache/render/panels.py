@@ -37,7 +37,8 @@ PANEL_CSS = """
 .sc-table{border-collapse:collapse}.sc-table td,.sc-table th{border:1px solid #e5e7eb;padding:2px 8px;text-align:left}
 .sc-ok{background:#dcfce7;color:#14532d}.sc-red{background:#fee2e2;color:#7f1d1d;font-weight:bold}
 .sc-stack{font-family:monospace;font-size:13px;margin:0;padding:0;list-style:none}
-.sc-stack li{white-space:normal;overflow-wrap:anywhere;text-indent:0}.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
+.sc-stack li{white-space:normal;overflow-wrap:anywhere;text-indent:0;line-height:1.3;margin:0}
+.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
 .sc-kind{display:inline-block;padding:0 5px;border-radius:3px;background:#e0e7ff;color:#1e3a8a;font-size:12px}
 .sc-explain{font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.45;max-width:60em}
 .sc-of{color:#1e3a8a;font-weight:normal}
