@@ -82,7 +82,8 @@ def call_holders(trace, step: int, node: int) -> list[str]:
     """Every simulated call on the stack at ``step`` holding ``node`` as its argument, outermost first, plus the
     call handling ``step`` itself when that micro-step touches ``node``."""
     stack = _index(trace).frames[step]
-    out = [f"{f}()" + (" (deleting it)" if f in DELETERS else "") for f, n in stack if n == node]
+    out = [f"{f}()" + (" (cleaning it up)" if f == "_cleanup_stale_node" else " (deleting it)" if f in DELETERS
+                       else "") for f, n in stack if n == node]
     s = trace.steps[step]
     if s.node == node and stack and s.kind != "call" and not (stack[-1][1] == node):
         out.append(f"{stack[-1][0]}() (this step: {s.kind.replace('_', ' ')})")

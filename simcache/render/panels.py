@@ -103,8 +103,8 @@ def holder_kind(name: str) -> str:
         return "the insert loop's current node"
     if name.startswith("parent pointer"):
         return "a detached child's parent link (the cascade and eviction walk up through it)"
-    if "deleting it" in name:
-        return "the call deleting it (it still holds the node)"
+    if "deleting it" in name or "cleaning it up" in name:
+        return "the call deleting or cleaning it up (it still holds the node)"
     if "this step" in name or "raised here" in name:
         return "the call working on it at this step"
     if "(" in name:
