@@ -10,6 +10,8 @@ Vocabulary
   it, a storage ack released it): it is still the same object, and the next holder can pick it up again.
 - A node *deleted in the current operation* (an ordinary eviction, the cascade) is also a ghost until that
   operation ends, so the box the micro-step works on never vanishes under the cursor.
+- So that drawings of long runs stay small, ghosts that nothing holds are limited to the ``MAX_UNHELD`` most
+  recent ones (plus the node the step touches and the one the assertion fired on); held ghosts are all drawn.
 - The *holders* of a ghost: the snapshot's own (leaf sets, LRU lists, in-flight maps, the insert loop's node,
   calls that will resume using it), **every** simulated call on the stack whose argument it is (the cascade's
   ``_delete_tombstone_leaf(node)`` too, marked as deleting it), the call handling the current micro-step when
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from ..keys import format_key
@@ -48,10 +51,11 @@ class Ghost:
 class _Index:
     length: int
     frames: list[tuple[tuple[str, int | None], ...]]  # per step: (function, node argument) outermost first
-    detached_at: dict[int, list[int]]  # node -> steps that detached it from its parent
+    detaches: list[tuple[int, int]]  # (step, node) of every micro-step that detached a node from its parent
 
 
 _INDEX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+MAX_UNHELD = 8  # ghosts nothing holds (deleted in this operation, or stale but unreferenced): the most recent
 
 
 def _index(trace) -> _Index:
@@ -60,7 +64,7 @@ def _index(trace) -> _Index:
     if idx is not None and idx.length == len(trace.steps):
         return idx
     frames: list[tuple[tuple[str, int | None], ...]] = []
-    detached: dict[int, list[int]] = {}
+    detaches: list[tuple[int, int]] = []
     cur: list[tuple[str, int | None]] = []
     for s in trace.steps:
         depth = len(s.stack)
@@ -69,8 +73,8 @@ def _index(trace) -> _Index:
             cur[depth - 1] = (s.stack[-1], s.node)  # a call step is emitted on entering the frame it names
         frames.append(tuple(cur))
         if s.kind == "detach" and s.node is not None and s.detail.get("popped") == s.node:
-            detached.setdefault(s.node, []).append(s.index)
-    idx = _Index(len(trace.steps), frames, detached)
+            detaches.append((s.index, s.node))
+    idx = _Index(len(trace.steps), frames, detaches)
     try:
         _INDEX[trace] = idx
     except TypeError:  # a trace type that cannot be weakly referenced: just do not cache
@@ -131,10 +135,11 @@ def ghosts_at(trace, step: int) -> dict[int, Ghost]:
         candidates[nid] = ("went-stale" if went == step else "stale", went)
     for nid in snap.stale:
         candidates.setdefault(nid, ("stale", step))
-    for nid, steps in idx.detached_at.items():
-        recent = [s for s in steps if first <= s <= step]
-        if recent and nid not in candidates:
-            candidates[nid] = ("deleted", recent[-1])
+    lo = bisect_left(idx.detaches, (first, -1))
+    hi = bisect_right(idx.detaches, (step, float("inf")))
+    for s, nid in idx.detaches[lo:hi]:  # deleted during this operation, so far
+        if nid not in candidates or candidates[nid][0] == "deleted":
+            candidates[nid] = ("deleted", s)
     crash = assertion_step(trace)
     if crash is not None and step >= crash:
         node = assertion_node(trace)
@@ -152,13 +157,24 @@ def ghosts_at(trace, step: int) -> dict[int, Ghost]:
                                              for h in call_holders(trace, step - 1, nid)]))
         out[nid] = Ghost(nid, state, since, held, "")
     # a detached child that is held keeps its parent reachable through its parent pointer
-    for nid, g in list(out.items()):
-        for other in snap.nodes.values():
-            if other.parent == nid and not other.attached and other.id != nid and \
-                    (snap.holders.get(other.id) or (other.id in out and out[other.id].held)):
+    kids: dict[int, list] = {}
+    for other in snap.nodes.values():
+        if not other.attached and other.parent in out and other.id != other.parent:
+            kids.setdefault(other.parent, []).append(other)
+    for nid, children in kids.items():
+        g = out[nid]
+        for other in sorted(children, key=lambda v: v.id):
+            if snap.holders.get(other.id) or (other.id in out and out[other.id].held):
                 g = Ghost(nid, g.state, g.since, g.holders + (f"parent pointer of [{format_key(other.key)}]#"
                                                                 f"{other.id}",), "")
         out[nid] = g
+    # bounded drawings on long runs: every held ghost, but only the most recent unheld ones (and the node this
+    # step touches, and the one the assertion fired on)
+    keep = {trace.steps[step].node, assertion_node(trace) if crash is not None and step >= crash else None}
+    unheld = sorted((g for g in out.values() if not g.held and g.node not in keep and g.state != "cleaned-up"),
+                    key=lambda g: -g.since)
+    for g in unheld[MAX_UNHELD:]:
+        del out[g.node]
     return {nid: _badged(g) for nid, g in sorted(out.items())}
 
 
