@@ -38,8 +38,21 @@ def _preset(name: str | None) -> str | None:
     return name
 
 
+STATUS_KEY = (". applied", "x raised (the simulated cache's assertion)", "- nothing to do",
+              "e no room even after eviction", "u allocation failed", "r prefetch: nothing left to fetch",
+              "f prefetch refused")
+EVENT_KEY = ("! a node went stale or a detached node was re-admitted", "+ a stale guard cleaned a node up",
+             "~ the first invariant violation")
+
+
+def _damage(double_frees, leaked: dict) -> list[str]:
+    return [f"double free {pool}{list(slots)}" for pool, slots in double_frees] + \
+        [f"leaked {pool}{list(slots)}" for pool, slots in leaked.items() if slots]
+
+
 def transcript(run) -> str:
-    """A short human transcript: operations, went-stale and cleaned-up moments, first violation, outcome."""
+    """A human transcript: operations, went-stale and cleaned-up moments, first violation, outcome and damage
+    (what the run left broken), then the raising call stack frame by frame, and a key to the symbols."""
     t, lines = run.trace, []
     sc = run.scenario
     lines.append(f"{sc.name} under {run.preset}  (schedule: {run.schedule})")
@@ -64,16 +77,24 @@ def transcript(run) -> str:
         who = f"{rec.actor}: " if rec.actor else ""
         lines.append(f"{rec.index:3d} {rec.status} {who}{describe_op(rec.op)}")
         lines.extend(events.get(rec.index, []))
+    r = run.result
+    damage = _damage([(d["pool"], d["slots"]) for d in r["double_frees"]],
+                     {p: a["leaked"] for p, a in r["accounting"].items()})
     if run.crash is not None:
         c = run.crash
-        lines.append(f"outcome: {c.outcome}  (raised in {c.function}; stack {' -> '.join(c.stack)})")
-    else:
-        lines.append("outcome: clean")
-    r = run.result
-    dbl = [f"{d['pool']}{d['slots']}" for d in r["double_frees"]]
-    leak = [f"{p}{a['leaked']}" for p, a in r["accounting"].items() if a["leaked"]]
-    if dbl or leak:
-        lines.append("damage: " + "; ".join([f"double free {x}" for x in dbl] + [f"leaked {x}" for x in leak]))
+        lines.append(f"outcome: {c.type}: {c.message}  (raised in {c.function})")
+        if damage:
+            lines.append("damage: " + "; ".join(damage))
+    else:  # "clean" read wrongly above a double free: say what did not happen, then what broke anyway
+        lines.append("outcome: no assertion; " + ("damage: " + "; ".join(damage) if damage else "no damage"))
+    if run.crash is not None and run.crash.stack:
+        lines.append("traceback, outermost call first:")
+        lines += [f"  {'  ' * i}{fn}()" for i, fn in enumerate(run.crash.stack)]
+        lines.append(f"  {'  ' * len(run.crash.stack)}{run.crash.type}: {run.crash.message}")
+    used = set(t.ops and "".join(o.status for o in t.ops))
+    key = [k for k in STATUS_KEY if k[0] in used]
+    marks = [k for k in EVENT_KEY if any(line.startswith(f"   {k[0]} ") for line in lines)]
+    lines.append("key: " + "; ".join(key + marks))
     return "\n".join(lines)
 
 
@@ -95,14 +116,19 @@ def cmd_scenarios(a) -> int:
     for name in gallery():
         sc = load(name)
         items.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
-                          expect={p: e.get("outcome") for p, e in sc.expect.items()}))
+                          expect={p: e.get("outcome") for p, e in sc.expect.items()},
+                          damage={p: _damage(e.get("double_frees") or [], e.get("leaked") or {})
+                                  for p, e in sc.expect.items()}))
     if a.json:
         print(json.dumps(items, indent=1))
     else:
+        width = max(len(i["name"]) for i in items) + 2
         for it in items:
-            outs = ", ".join(f"{p}={o}" for p, o in it["expect"].items())
-            width = max(len(i["name"]) for i in items) + 2
-            print(f"{it['name']:<{width}} {it['title']}\n{'':{width}} {outs}")
+            print(f"{it['name']:<{width}} {it['title']}")
+            for p, o in it["expect"].items():  # the outcome, and what a clean-looking run still broke
+                hurt = it["damage"].get(p)
+                what = "assertion" if o == "assertion" else "no assertion"
+                print(f"{'':{width}} {p:<13} {what}" + (f"; damage: {'; '.join(hurt)}" if hurt else ""))
         print("\npresets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items()))
     return 0
 

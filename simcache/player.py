@@ -1,11 +1,15 @@
 """The player: step through a run in JupyterLab, side by side with another preset, or play the scheduler.
 
 Vocabulary
-- The *cursor* is a micro-step index of the run. *Stepping* moves it by one micro-step; *stepping by operation*
-  moves it to the last micro-step of the next / previous operation (the state after that operation).
-- A *jump* moves it to the next / previous moment: went-stale, readmitted, cleaned-up, violation, assertion.
+- The *cursor* is a position: a micro-step of the run, or in compare mode one (operation, offset) pair of the
+  longer of the two runs at that operation. *Stepping* moves it by one; *stepping by operation* moves it to the
+  last micro-step of the next / previous operation (the state after that operation).
+- A *jump* moves it to the next / previous moment of either run: went-stale, readmitted, cleaned-up, violation,
+  assertion; when there is none, the note line says so.
 - *Side by side*: a second run of the same schedule under another preset follows in lockstep (same operation,
-  same offset inside it); the *first divergence* is the first operation whose status or tree differs.
+  same offset inside it); the slider spans the longer run, so a run that ends cleanly is shown to its end; the
+  *first divergence* is the first operation whose status or tree differs, and "go to divergence" lands on its
+  first micro-step.
 - *Be the scheduler*: the learner picks which actor moves next; each pick replays the prefix so far.
 
 The logic lives in plain classes that tests drive directly (``PlayerModel`` here; ``SchedulerGame``, in
@@ -14,19 +18,30 @@ by one ``dot`` process, so a step only looks up cached strings.
 """
 from __future__ import annotations
 
+import base64
+from html import escape
+
 from .errors import ConfigError
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, Frame, focus_svg, frame, op_frames, op_text
-from .render.moments import MOMENT_KINDS, first_divergence, lockstep, next_moment
+from .render.moments import MOMENT_KINDS, first_divergence, moments, next_moment, op_end, op_index_of
 from .render.panels import PANEL_CSS
 from .render.timeline import timeline_svg
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
-PAGE_CSS = "<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;height:auto}</style>"
+PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;max-height:500px;height:auto}"
+            ".sc-legend svg{max-height:none}.sc-tl svg{max-width:100%;height:auto}"
+            ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
+            "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
+            ".sc-cmp .sc-tree svg{max-height:400px}.sc-cmp .sc-tl svg{max-height:170px}</style>")
 
 
 class PlayerModel:
-    """Cursor, toggles and cached frames over ``run`` (and ``compare_run``, in lockstep)."""
+    """Cursor, toggles and cached frames over ``run`` (and ``compare_run``, in lockstep).
+
+    The cursor indexes *positions*: one per micro-step of a single run; in compare mode one per (operation,
+    offset) of the LONGER of the two runs at each operation, so every step of both runs can be shown (a run that
+    stopped earlier, e.g. at its assertion, stays on its last step while the other one goes on to its end)."""
 
     def __init__(self, run, compare_run=None, *, precompute: bool = True) -> None:
         if not run.trace.steps:
@@ -37,7 +52,9 @@ class PlayerModel:
         self.runs = [run] + ([compare_run] if compare_run is not None else [])
         self.cursor = 0
         self.hide_host = self.hide_mamba = False
+        self.message = ""  # what the last jump found (or did not), for the note line
         self.divergence = first_divergence(run.trace, compare_run.trace) if compare_run is not None else None
+        self.positions, self.position_op = _positions([r.trace for r in self.runs])
         self._frames: dict[tuple, Frame] = {}
         if precompute:
             self.precompute()
@@ -49,7 +66,8 @@ class PlayerModel:
 
     @property
     def num_steps(self) -> int:
-        return len(self.trace.steps)
+        """How many positions the slider has (the longer run's length in compare mode)."""
+        return len(self.positions)
 
     def go(self, step: int) -> int:
         self.cursor = max(0, min(int(step), self.num_steps - 1))
@@ -58,8 +76,18 @@ class PlayerModel:
     def step(self, delta: int = 1) -> int:
         return self.go(self.cursor + delta)
 
+    def op_ends(self) -> list[int]:
+        """The position of each operation's last micro-step (the state after the operation)."""
+        ends: dict[int, int] = {}
+        for i, k in enumerate(self.position_op):
+            ends[k] = i
+        return [ends[k] for k in sorted(ends)]
+
+    def op_start(self, k: int) -> int:
+        return self.position_op.index(k)
+
     def step_op(self, delta: int = 1) -> int:
-        ends = op_frames(self.trace)
+        ends = self.op_ends()
         later = [s for s in ends if s > self.cursor] if delta > 0 else [s for s in ends if s < self.cursor][::-1]
         return self.go(later[0]) if later else self.cursor
 
@@ -69,18 +97,35 @@ class PlayerModel:
     def last(self) -> int:
         return self.go(self.num_steps - 1)
 
+    def position_of(self, which: int, step: int) -> int:
+        """The first position showing micro-step ``step`` of run ``which``."""
+        return next(i for i, pos in enumerate(self.positions) if pos[which] >= step)
+
     def jump(self, kind: str, direction: int = 1) -> bool:
-        """Move to the next (or previous) ``kind`` moment; False, and no move, if there is none."""
-        target = next_moment(self.trace, kind, self.cursor, direction)
-        if target is None:
+        """Move to the next (or previous) ``kind`` moment of either run; False, no move and a message if none."""
+        targets = []
+        for which, run in enumerate(self.runs):
+            step = next_moment(run.trace, kind, self.step_of(which), direction)
+            while step is not None:
+                pos = self.position_of(which, step)
+                if (pos > self.cursor) if direction > 0 else (pos < self.cursor):
+                    targets.append(pos)
+                    break
+                step = next_moment(run.trace, kind, step, direction)
+        if not targets:
+            where = "either run" if len(self.runs) > 1 else "this run"
+            self.message = f"No {'later' if direction > 0 else 'earlier'} {kind.replace('-', ' ')} moment in {where}."
             return False
-        self.go(target)
+        self.message = ""
+        self.go(min(targets) if direction > 0 else max(targets))
         return True
 
     def jump_to_divergence(self) -> bool:
+        """Move to the first micro-step of the first operation where the two runs differ."""
         if self.divergence is None:
             return False
-        self.go(op_frames(self.trace)[min(self.divergence, len(self.trace.ops) - 1)])
+        k = min(self.divergence, max(self.position_op))
+        self.go(self.op_start(k))
         return True
 
     def set_toggles(self, hide_host: bool | None = None, hide_mamba: bool | None = None) -> None:
@@ -89,8 +134,8 @@ class PlayerModel:
 
     # --- views ---
     def step_of(self, which: int = 0) -> int:
-        """The micro-step shown for run ``which`` (the compare run follows in lockstep)."""
-        return self.cursor if which == 0 else lockstep(self.trace, self.runs[which].trace, self.cursor)
+        """The micro-step of run ``which`` shown at the cursor."""
+        return self.positions[self.cursor][which]
 
     def frame(self, which: int = 0, step: int | None = None) -> Frame:
         step = self.step_of(which) if step is None else step
@@ -117,12 +162,11 @@ class PlayerModel:
             return ""
         if self.divergence is None:
             return "The two runs never diverge on this schedule."
-        k = self.divergence
-        here = self.trace.ops[min(k, len(self.trace.ops) - 1)]
-        where = "here" if here.first_step <= self.cursor <= op_frames(self.trace)[min(k, len(self.trace.ops) - 1)] \
-            else "ahead" if self.cursor < here.first_step else "behind"
-        return (f"First divergence: operation {k} ({op_text(self.trace, min(k, len(self.trace.ops) - 1))}) "
-                f"[{where}]")
+        k = min(self.divergence, max(self.position_op))
+        here = self.position_op[self.cursor]
+        where = "here" if here == k else "ahead" if here < k else "behind"
+        t = self.trace if k < len(self.trace.ops) else self.runs[1].trace
+        return f"First divergence: operation {k} ({op_text(t, k)}) [{where}]"
 
     def precompute(self) -> None:
         """Build every frame (up to ``PRECOMPUTE_LIMIT`` steps per run) and render all drawings in one go."""
@@ -135,14 +179,81 @@ class PlayerModel:
         render_many(dots)
 
 
+def _positions(traces) -> tuple[list[tuple[int, ...]], list[int]]:
+    """(micro-step of each run, operation) per cursor position: operation by operation, as many offsets as the
+    longer run takes in that operation; a run clamps to the operation's last step, or its own last step once it
+    has no operation ``k`` (it stopped earlier)."""
+    if len(traces) == 1:
+        t = traces[0]
+        return [(s,) for s in range(len(t.steps))], [op_index_of(t, s) for s in range(len(t.steps))]
+    positions, ops = [], []
+    for k in range(max(len(t.ops) for t in traces)):
+        spans = []
+        for t in traces:
+            if k < len(t.ops):
+                spans.append((t.ops[k].first_step, op_end(t, k)))
+            else:
+                spans.append((len(t.steps) - 1, len(t.steps) - 1))
+        width = max(b - a + 1 if k < len(t.ops) else 1 for (a, b), t in zip(spans, traces, strict=True))
+        for off in range(width):
+            positions.append(tuple(min(a + off, b) for a, b in spans))
+            ops.append(k)
+    return positions, ops
+
+
 def _widgets():
     import ipywidgets
 
     return ipywidgets
 
 
+class _Side:
+    """The widgets that show one run: caption, tree, timeline, call stack and the tabbed panels."""
+
+    TABS = ("why stale", "holders", "pools", "invariants", "legend")  # short: six tabs share half a screen
+
+    def __init__(self, W, label: str, stack_in_tabs: bool = False) -> None:
+        self.caption, self.tree, self.timeline, self.stack = W.HTML(), W.HTML(), W.HTML(), W.HTML()
+        self.explanation, self.panels, self.pools, self.invariants, self.legend = (W.HTML() for _ in range(5))
+        box = W.Layout(max_height="270px" if stack_in_tabs else "330px", overflow="auto")
+        # side by side, each column is narrow: the call stack becomes the first (default) tab to keep one screen
+        shown = ((self.stack,) if stack_in_tabs else ()) + (self.explanation, self.panels, self.pools,
+                                                             self.invariants, self.legend)
+        self.tabs = W.Tab([W.Box([w], layout=box) for w in shown])
+        self.titles = (("stack",) if stack_in_tabs else ()) + self.TABS
+        for i, title in enumerate(self.titles):
+            self.tabs.set_title(i, title)
+        self.label = label
+
+    def fill(self, model: PlayerModel, which: int) -> None:
+        f = model.frame(which)
+        run = model.runs[which]
+        who = f'<span class="sc-run">{escape(self.label)}</span> ' if self.label else ""
+        self.caption.value = f"{who}<b>{escape(f.caption)}</b>"
+        self.tree.value = f'<div class="sc-tree">{model.svg(which)}</div>'
+        self.timeline.value = f'<div class="sc-tl">{model.timeline(which)}</div>'
+        self.stack.value = f.stack
+        self.explanation.value = f.explanation
+        self.panels.value = f.panels[3] + f.panels[0] + f.panels[1]  # the ledger first: it names the ghosts
+        self.pools.value = f.panels[2]
+        self.invariants.value = f.invariants
+        self.legend.value = (f'<div class="sc-tree sc-legend">'
+                             f"{render_svg(legend_dot(model.hide_host, model.hide_mamba))}</div>")
+        bad = [v for v in run.trace.violations if v.step <= model.step_of(which)]
+        self.tabs.set_title(self.titles.index("invariants"),
+                            f"invariants ✗{len({v.invariant for v in bad})}" if bad else "invariants")
+
+
 class Player:
-    """The ipywidgets player; ``Player(run, compare=other_run)`` then display it (or its ``.widget``)."""
+    """The ipywidgets player; ``Player(run, compare=other_run)`` then display it (or its ``.widget``).
+
+    Layout (about one screen): the controls (every button says what it does in words), the slider, the caption;
+    then per run a column with the tree, its timeline, the call stack (always visible: the frames a reviewer
+    looks for) and tabs for the explanation, the holder ledger with the lists and sets, the pools, the
+    invariants and the legend. In compare mode the two runs' columns stand side by side, each labelled, and the
+    call stack is each column's first tab, shown by default.
+    Displayed in a notebook, the player also leaves a static HTML snapshot (``static_html``) that shows where
+    widgets cannot run (GitHub, nbviewer, ``nbconvert --to html``) and hides itself where they can."""
 
     JUMPS = [("went stale", "went-stale"), ("re-admitted", "readmitted"), ("cleaned up", "cleaned-up"),
              ("violation", "violation"), ("assertion", "assertion")]
@@ -151,49 +262,87 @@ class Player:
         W = _widgets()
         self.model = m = PlayerModel(run, compare, precompute=precompute)
         b = dict(first="|◀ first", prev_op="◀◀ op", prev="◀ step", next="step ▶", next_op="op ▶▶", last="last ▶|",
-                 jump_prev="◀ jump", jump_next="jump ▶", divergence="go to divergence")
-        self.buttons = {k: W.Button(description=v, layout=W.Layout(width="auto")) for k, v in b.items()}
+                 play="▶ play", pause="‖ pause", stop="■ stop", jump_prev="◀ jump", jump_next="jump ▶",
+                 divergence="go to divergence")
+        tips = dict(first="go to the first micro-step", prev_op="back to the end of the previous operation",
+                    prev="one micro-step back", next="one micro-step forward",
+                    next_op="forward to the end of the next operation", last="go to the last micro-step",
+                    play="play the run, one micro-step per tick", pause="pause playing here",
+                    stop="stop playing and go back to the first micro-step",
+                    jump_prev="back to the previous moment of the kind chosen in 'jump to'",
+                    jump_next="forward to the next moment of the kind chosen in 'jump to'",
+                    divergence="go to the first micro-step of the first operation where the two runs differ")
+        self.buttons = {k: W.Button(description=v, tooltip=tips[k], layout=W.Layout(width="auto"))
+                        for k, v in b.items()}
         self.slider = W.IntSlider(value=0, min=0, max=m.num_steps - 1, description="step",
-                                  layout=W.Layout(width="95%"))
-        self.play = W.Play(value=0, min=0, max=m.num_steps - 1, interval=400, description="play")
-        self.speed = W.IntSlider(value=400, min=50, max=2000, step=50, description="ms / step")
+                                  layout=W.Layout(width="98%"))
+        # the timer: a Play widget with its icon buttons hidden; the labelled buttons above drive it
+        self.play = W.Play(value=0, min=0, max=m.num_steps - 1, interval=400, description="play",
+                           layout=W.Layout(display="none"))
+        self.repeat = W.Checkbox(value=False, description="repeat", tooltip="start again at the end",
+                                 indent=False, layout=W.Layout(width="auto"))
+        self.speed = W.IntSlider(value=400, min=50, max=2000, step=50, description="ms / step",
+                                 tooltip="milliseconds per micro-step while playing")
         W.link((self.play, "value"), (self.slider, "value"))
         W.link((self.speed, "value"), (self.play, "interval"))
-        self.jump_kind = W.Dropdown(options=self.JUMPS, value="went-stale", description="jump to")
-        self.hide_host = W.Checkbox(value=False, description="hide host tier")
-        self.hide_mamba = W.Checkbox(value=False, description="hide Mamba detail")
-        self.caption, self.tree, self.panels, self.invariants = W.HTML(), W.HTML(), W.HTML(), W.HTML()
-        self.stack, self.explanation, self.timeline, self.note = W.HTML(), W.HTML(), W.HTML(), W.HTML()
-        self.compare_tree, self.compare_caption, self.compare_timeline = W.HTML(), W.HTML(), W.HTML()
+        W.link((self.repeat, "value"), (self.play, "repeat"))
+        self.jump_kind = W.Dropdown(options=self.JUMPS, value="went-stale", description="jump to",
+                                    layout=W.Layout(width="auto"))
+        self.hide_host = W.Checkbox(value=False, description="hide host tier", indent=False,
+                                    layout=W.Layout(width="auto"))
+        self.hide_mamba = W.Checkbox(value=False, description="hide Mamba detail", indent=False,
+                                     layout=W.Layout(width="auto"))
+        self.note = W.HTML()
+        self.sides = [_Side(W, f"left: {run.preset}" if compare is not None else "", compare is not None)]
+        if compare is not None:
+            self.sides.append(_Side(W, f"right: {compare.preset}", True))
+        left = self.sides[0]
+        # the names the tests and notebooks use
+        self.caption, self.tree, self.timeline, self.stack = left.caption, left.tree, left.timeline, left.stack
+        self.explanation, self.panels, self.invariants, self.legend = (left.explanation, left.panels,
+                                                                       left.invariants, left.legend)
+        right = self.sides[1] if compare is not None else _Side(W, "")
+        self.compare_caption, self.compare_tree, self.compare_timeline = right.caption, right.tree, right.timeline
+        self.compare_stack, self.compare_explanation = right.stack, right.explanation
         actions = dict(first=m.first, prev_op=lambda: m.step_op(-1), prev=lambda: m.step(-1), next=m.step,
                        next_op=m.step_op, last=m.last, jump_prev=lambda: m.jump(self.jump_kind.value, -1),
                        jump_next=lambda: m.jump(self.jump_kind.value, 1), divergence=m.jump_to_divergence)
         for name, act in actions.items():
             self.buttons[name].on_click(lambda _b, act=act: self._after(act))
+        self.buttons["play"].on_click(lambda _b: self._set_playing(True))
+        self.buttons["pause"].on_click(lambda _b: self._set_playing(False))
+        self.buttons["stop"].on_click(lambda _b: self._stop())
         self.slider.observe(lambda ch: self._after(lambda: m.go(ch["new"])), names="value")
         for box in (self.hide_host, self.hide_mamba):
             box.observe(lambda _ch: self._after(lambda: m.set_toggles(self.hide_host.value, self.hide_mamba.value)),
                         names="value")
         self.buttons["divergence"].layout.display = None if compare is not None else "none"
-        row = W.HBox([self.buttons[k] for k in ("first", "prev_op", "prev", "next", "next_op", "last")]
-                     + [self.play, self.speed])
+        wrap = W.Layout(flex_flow="row wrap", align_items="center")
+        row = W.HBox([self.buttons[k] for k in ("first", "prev_op", "prev", "next", "next_op", "last", "play",
+                                                "pause", "stop")] + [self.repeat, self.speed, self.play],
+                     layout=wrap)
         jumps = W.HBox([self.jump_kind, self.buttons["jump_prev"], self.buttons["jump_next"],
-                        self.buttons["divergence"], self.hide_host, self.hide_mamba])
-        self.legend = legend = W.HTML()
-        half, wide, narrow = W.Layout(width="50%"), W.Layout(width="62%"), W.Layout(width="38%")
+                        self.buttons["divergence"], self.hide_host, self.hide_mamba], layout=wrap)
         if compare is None:
-            body = W.HBox([W.VBox([self.tree], layout=wide), W.VBox([legend, self.explanation, self.stack],
-                                                                    layout=narrow)])
-            below = [self.timeline]
+            body = W.HBox([W.VBox([left.caption, left.tree, left.timeline], layout=W.Layout(width="60%")),
+                           W.VBox([left.stack, left.tabs], layout=W.Layout(width="40%"))])
         else:
-            body = W.HBox([W.VBox([self.tree], layout=half),
-                           W.VBox([self.compare_caption, self.compare_tree], layout=half)])
-            below = [self.timeline, self.compare_timeline,
-                     W.HBox([W.VBox([legend, self.explanation], layout=half), W.VBox([self.stack], layout=half)])]
-        state = W.HBox([W.VBox([self.panels], layout=wide), W.VBox([self.invariants], layout=narrow)])
-        self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.caption, self.note, body, *below,
-                              state])
+            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.tabs], layout=W.Layout(width="50%"))
+                           for s in self.sides])
+        self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.note, body])
+        if compare is not None:
+            body.add_class("sc-cmp")  # smaller caps on the two drawings side by side (PAGE_CSS)
         self.refresh()
+
+    def _set_playing(self, on: bool) -> None:
+        if on and self.model.cursor >= self.model.num_steps - 1:
+            self.model.first()  # play from the start when at the end
+            self.refresh()
+        self.play.playing = on
+
+    def _stop(self) -> None:
+        self.play.playing = False
+        self._after(self.model.first)
 
     def _after(self, action) -> None:
         action()
@@ -205,22 +354,57 @@ class Player:
         if self.slider.value != m.cursor:
             self.slider.value = m.cursor  # its observer calls refresh() again; the second call finds it equal
             return
-        f = m.frame()
-        self.caption.value = f"<b>{f.caption}</b>"
-        self.tree.value = f'<div class="sc-tree">{m.svg()}</div>'
-        self.legend.value = (f'<details open><summary>legend</summary><div class="sc-tree">'
-                             f"{render_svg(legend_dot(m.hide_host, m.hide_mamba))}</div></details>")
-        self.panels.value, self.invariants.value = "".join(f.panels), f.invariants
-        self.stack.value, self.explanation.value = f.stack, f.explanation
-        self.timeline.value = m.timeline()
-        self.note.value = f"<b>{m.divergence_note()}</b>" if len(m.runs) > 1 else ""
-        if len(m.runs) > 1:
-            self.compare_caption.value = f"<b>{m.frame(1).caption}</b>"
-            self.compare_tree.value = f'<div class="sc-tree">{m.svg(1)}</div>'
-            self.compare_timeline.value = m.timeline(1)
+        for which, side in enumerate(self.sides):
+            side.fill(m, which)
+        notes = [m.divergence_note()] if len(m.runs) > 1 else []
+        notes += [m.message] if m.message else []
+        self.note.value = "<br>".join(f"<b>{escape(n)}</b>" for n in notes)
+
+    def static_html(self) -> str:
+        """A static snapshot for viewers without a kernel: the current frame and the key moments, as images."""
+        return static_snapshot(self.model)
 
     def _repr_mimebundle_(self, **kw):
         return self.widget._repr_mimebundle_(**kw)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import HTML, display
+
+        display(self.widget)
+        display(HTML(self.static_html()))
+
+
+def _img(svg: str) -> str:
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img alt="tree drawing" style="max-width:100%;max-height:520px" src="data:image/svg+xml;base64,{data}"/>'
+
+
+def static_snapshot(model: PlayerModel) -> str:
+    """HTML with no script and no widget: for each run, the frame at the cursor and at each key moment (first
+    went-stale, cleaned-up, violation, assertion, and the last step), each a caption and an image."""
+    parts = ['<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif">',
+             "<p><b>Static snapshot of the player</b> (its buttons need a running kernel; run the notebook to "
+             "step through every micro-step).</p>"]
+    for which, run in enumerate(model.runs):
+        t = run.trace
+        found = moments(t)
+        picks = [("at the cursor", model.step_of(which))]
+        picks += sorted(((kind.replace("-", " "), found[kind][0]) for kind in ("went-stale", "cleaned-up", "violation",
+                                                                               "assertion") if found[kind]),
+                        key=lambda p: p[1])  # in the order they happen
+        picks.append(("last step", len(t.steps) - 1))
+        seen, cells = set(), []
+        for what, step in picks:
+            if step in seen:
+                continue
+            seen.add(step)
+            f = model.frame(which, step)
+            svg = focus_svg(render_svg(f.dot), f.focus)
+            cells.append(f'<div style="display:inline-block;vertical-align:top;width:48%;margin:0 1% 12px 0">'
+                         f"<p><b>{escape(what)}</b>: {escape(f.caption)}</p>{_img(svg)}</div>")
+        parts.append(f"<h4>{escape(run.preset)}: {escape(run.outcome)}</h4>" + "".join(cells))
+    parts.append("</div>")
+    return "".join(parts)
 
 
 __all__ = ["MOMENT_KINDS", "Player", "PlayerModel", "SchedulerGame"]

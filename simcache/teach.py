@@ -8,6 +8,7 @@ Vocabulary
   operation made, nested as they ran.
 - ``show(run, at)`` draws one frame of a simulated run (notebooks 3 to 6); ``at`` is a micro-step or a *moment*
   (``went-stale``, ``readmitted``, ``cleaned-up``, ``violation``, ``assertion``; ``end`` for the last step).
+  ``strip(run, a, b, c)`` draws several frames in a row; ``find(run, "attach", parent=8)`` finds a micro-step.
 - ``outcome_table(scenarios, presets)`` simulates every pair and tabulates the outcomes, computed live.
 
 Every helper returns plain data or a small object that Jupyter displays (``_repr_html_`` / ``_repr_png_``); none of
@@ -212,13 +213,38 @@ def _tree(run, step: int, legend: bool = False) -> tuple[str, str]:
     return f.caption, focus_svg(render_svg(f.dot), f.focus)
 
 
-def show(run, at: int | str = "end", *, legend: bool = True) -> HTML:
-    """One frame of ``run``: caption, tree, call stack, holder ledger and the plain-English "why is it stale"."""
+def show(run, at: int | str = "end", *, legend: bool = True, why: bool = False) -> HTML:
+    """One frame of ``run``: caption, tree, call stack and holder ledger; ``why=True`` adds the plain-English "why
+    is this node stale" (``explain(run)`` prints it once as text; repeating it under every frame buries the tree)."""
     step = _step(run, at)
     f = frame(run, step, legend=legend)
     tree = f'<div class="sc-tree">{focus_svg(render_svg(f.dot), f.focus)}</div>'
-    side = f.stack + f.panels[3] + f.explanation
+    side = f.stack + f.panels[3] + (f.explanation if why else "")
     return HTML(CSS + f"<p><b>{escape(f.caption)}</b></p>" + _columns(tree, side))
+
+
+def find(run, kind: str, *, node: int | None = None, after: int | str = "start", **detail) -> int:
+    """The first micro-step of ``kind`` (``attach``, ``write_ack``, ``detach`` ...) after ``after``, touching
+    ``node`` and matching ``detail`` (``find(run, "attach", parent=8)``: a child attached under node #8)."""
+    start = _step(run, after)
+    for s in run.trace.steps[start:]:
+        if s.kind == kind and (node is None or s.node == node) and \
+                all(s.detail.get(k) == v for k, v in detail.items()):
+            return s.index
+    want = ", ".join([f"node={node}"] * (node is not None) + [f"{k}={v}" for k, v in detail.items()])
+    raise ConfigError(f"no {kind!r} micro-step{' with ' + want if want else ''} in this run after step {start}; "
+                      f"check the kind against the trace's steps (run.trace.steps)")
+
+
+def strip(run, *ats: int | str) -> HTML:
+    """Several frames of ``run`` in a row (tree and caption only): a film strip of a stretch of the story."""
+    if not ats:
+        raise ConfigError("strip(run, ...) needs at least one micro-step or moment to draw")
+    cells = []
+    for at in ats:
+        caption, svg = _tree(run, _step(run, at))
+        cells.append(f"<p style='font-size:12px'><b>{escape(caption)}</b></p><div class='sc-tree'>{svg}</div>")
+    return HTML(CSS + _columns(*cells))
 
 
 def side_by_side(run, other, at: int | str = "end") -> HTML:
@@ -241,14 +267,70 @@ def explain(run, node: int | None = None) -> Text:
     return Text(explain_stale(run.trace, run.trace.went_stale[0].node if node is None else node))
 
 
-def damage(run) -> dict[str, dict[str, list[int]]]:
+class Damage(dict):
+    """``{pool: {"double_freed": [...], "leaked": [...]}}`` (compares like a dict), shown as a sentence per pool."""
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p>No damage: no slot was freed twice and none leaked.</p>"
+        items = "".join(f"<li><code>{escape(pool)}</code>: " + "; ".join(
+            f"slots {v} {'freed twice' if k == 'double_freed' else 'leaked (allocated, referenced by nobody)'}"
+            for k, v in d.items()) + "</li>" for pool, d in self.items())
+        return f"<p><b>Damage left by the run</b></p><ul>{items}</ul>"
+
+
+def damage(run) -> Damage:
     """The run's broken pools only: ``{pool: {"double_freed": [...], "leaked": [...]}}``."""
-    out = {}
+    out = Damage()
     for pool, d in run.to_json()["pools"].items():
         bad = {k: v for k, v in (("double_freed", d["double_freed"]), ("leaked", d["leaked"])) if v}
         if bad:
             out[pool] = bad
     return out
+
+
+def flags(*presets: str) -> HTML:
+    """The flags in which ``presets`` differ, one row per flag, one column per preset."""
+    from dataclasses import fields
+
+    got = {p: preset_flags(p) for p in presets}
+    names = [f.name for f in fields(next(iter(got.values())))]
+    differ = [n for n in names if len({repr(getattr(f, n)) for f in got.values()}) > 1] or names
+    head = "".join(f"<th>{escape(p)}</th>" for p in presets)
+    rows = "".join(f"<tr><td><code>{escape(n)}</code></td>" + "".join(
+        f"<td>{escape(str(getattr(got[p], n)))}</td>" for p in presets) + "</tr>" for n in differ)
+    return HTML(CSS + f'<table class="sc-table"><tr><th>flag</th>{head}</tr>{rows}</table>')
+
+
+def actors(scenario) -> Text:
+    """A scenario's actors and their operations, one actor a line."""
+    from .trace import describe_op
+
+    sc = load(scenario) if isinstance(scenario, str) else scenario
+    width = max(len(a) for a in sc.actors)
+    return Text("\n".join(f"{a:<{width}}  " + "  ;  ".join(describe_op(op) for op in ops)
+                          for a, ops in sc.actors.items()))
+
+
+def outcome_counts(results: dict) -> HTML:
+    """``{label: ExploreResult}`` -> how many runs ended each way, one column per label."""
+    sigs = sorted({sig for r in results.values() for sig, _ in r.outcomes}, key=lambda x: (x != "clean", x))
+    head = "".join(f"<th>{escape(label)}</th>" for label in results)
+    rows = "".join(f"<tr><td>{escape(sig)}</td>" + "".join(
+        f"<td>{dict(r.outcomes).get(sig, 0)}</td>" for r in results.values()) + "</tr>" for sig in sigs)
+    return HTML(CSS + f'<table class="sc-table"><tr><th>how the run ended</th>{head}</tr>{rows}</table>')
+
+
+def summary(found) -> Text:
+    """An explorer's failure or a shrink result, in words."""
+    d = found.as_dict() if hasattr(found, "as_dict") else dict(vars(found))
+    lines = [f"schedule: {d['schedule']}  ({d['steps']} operations, {d['preemptions']} preemption(s))",
+             f"raised:   {d['assertion']} in {d['raised_in']}"]
+    if d.get("actors"):
+        lines.append("actors:   " + ", ".join(f"{a} ({n} op{'s' if n > 1 else ''})" for a, n in d["actors"].items()))
+    if d.get("candidates"):
+        lines.append(f"shrinking tried {d['candidates']} smaller candidates")
+    return Text("\n".join(lines))
 
 
 def transcript(run) -> Text:
@@ -365,6 +447,7 @@ def signatures(rows, preset: str) -> set[str]:
     return {sig for r in rows if r["preset"] == preset for sig in r["signatures"]}
 
 
-__all__ = ["HTML", "Lab", "OutcomeTable", "PNG", "Text", "damage", "explain", "figure", "moment",
-           "outcome_table", "play", "races", "rates", "show", "side_by_side", "signatures", "stats",
+__all__ = ["HTML", "Lab", "OutcomeTable", "PNG", "Text", "actors", "damage", "explain", "figure", "find", "flags",
+           "moment", "outcome_counts", "summary",
+           "outcome_table", "play", "races", "rates", "show", "side_by_side", "signatures", "stats", "strip",
            "transcript"]

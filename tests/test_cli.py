@@ -27,14 +27,21 @@ def test_scenarios_lists_the_gallery_with_its_expected_outcomes(capsys):
     assert rc == 0 and [i["name"] for i in items] == list(gallery())
     for item in items:
         sc = load(item["name"])
-        assert item == {"name": sc.name, "title": sc.title, "reference": sc.reference, "schedule": sc.schedule,
-                        "expect": {p: e["outcome"] for p, e in sc.expect.items()}}
+        assert {k: v for k, v in item.items() if k != "damage"} == {
+            "name": sc.name, "title": sc.title, "reference": sc.reference, "schedule": sc.schedule,
+            "expect": {p: e["outcome"] for p, e in sc.expect.items()}}
+    assert items[0]["damage"]["described_fix"] == ["double free device_kv[0, 1]", "leaked host_kv[1, 2]"]
     rc, text = cli(capsys, "scenarios")
     assert rc == 0
     lines = text.splitlines()
-    assert lines[0].split()[0] == "crash_pr" and lines[1].split() == [
-        "pre_fix=assertion,", "described_fix=clean,", "reviewed_fix=clean,", "merged_fix=assertion,",
-        "followup_fix=assertion,", "main_2026_06=assertion"]
+    # issue #13: the damage a clean-looking run leaves is shown, one preset a line
+    assert lines[0].split()[0] == "crash_pr" and [x.strip() for x in lines[1:7]] == [
+        "pre_fix       assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
+        "described_fix no assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
+        "reviewed_fix  no assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
+        "merged_fix    assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
+        "followup_fix  assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
+        "main_2026_06  assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]"]
     assert lines[-1].startswith("presets: pre_fix = the code before the fix")
     assert all(f"{p} = " in lines[-1] for p in PRESETS)
 
@@ -43,13 +50,19 @@ def test_run_prints_a_transcript_and_exits_0_whether_or_not_the_cache_crashed(ca
     rc, out = cli(capsys, "run", "scenario_d", "--preset", "merged_fix")
     assert rc == 0
     assert out.splitlines()[0] == "scenario_d under merged_fix  (schedule: mem*2)"
-    assert out.splitlines()[-1] == "outcome: clean"
+    assert out.splitlines()[-2:] == ["outcome: no assertion; no damage",
+                                     "key: . applied; ~ the first invariant violation"]
     rc, out = cli(capsys, "run", "scenario_d")  # no --preset, no preset in the file: pre_fix
     assert rc == 0
-    assert out.splitlines()[0] == "scenario_d under pre_fix  (schedule: mem*2)"
-    assert out.splitlines()[-1] == ("outcome: AssertionError: parent does not have child key, 1  (raised in "
-                                    "_delete_tombstone_leaf; stack evict -> _evict_device_leaf -> _evict_regular -> "
-                                    "_iteratively_delete_tombstone_leaf -> _delete_tombstone_leaf)")
+    lines = out.splitlines()
+    assert lines[0] == "scenario_d under pre_fix  (schedule: mem*2)"
+    at = lines.index("outcome: AssertionError: parent does not have child key, 1  (raised in _delete_tombstone_leaf)")
+    assert lines[at + 1:] == [  # the raising stack, frame by frame, then the key to the symbols
+        "traceback, outermost call first:", "  evict()", "    _evict_device_leaf()", "      _evict_regular()",
+        "        _iteratively_delete_tombstone_leaf()", "          _delete_tombstone_leaf()",
+        "            AssertionError: parent does not have child key, 1",
+        "key: . applied; x raised (the simulated cache's assertion); ! a node went stale or a detached node was "
+        "re-admitted; ~ the first invariant violation"]
 
 
 def test_a_flag_overrides_the_preset_and_the_json_shows_the_effective_flags(capsys):
@@ -81,7 +94,8 @@ def test_run_accepts_a_file_path(capsys, tmp_path):
         "mine under pre_fix  (schedule: R1 mem)",
         "  0 . R1: request [1,2,3]",
         "  1 . mem: evict n=3",
-        "outcome: clean",
+        "outcome: no assertion; no damage",
+        "key: . applied",
     ]
 
 

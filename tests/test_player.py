@@ -87,10 +87,89 @@ def test_side_by_side_runs_in_lockstep_and_marks_the_first_divergence():
     p.slider.value = STALE_STEP
     assert m.step_of(1) == STALE_STEP and "WENT STALE" in p.compare_tree.value
     assert "described_fix" in p.compare_caption.value
-    p.buttons["divergence"].click()
-    assert m.cursor == op_frames(m.trace)[9] and "[here]" in p.note.value
+    p.buttons["divergence"].click()  # issue #13: the start of the divergent operation, not its last step
+    assert m.step_of(0) == m.trace.ops[9].first_step and m.step_of(1) == m.runs[1].trace.ops[9].first_step
+    assert "[here]" in p.note.value
+    p.buttons["next_op"].click()
     assert "ASSERTION FIRED HERE" in p.tree.value and "ASSERTION FIRED HERE" not in p.compare_tree.value
     assert "CLEANED UP" in p.compare_tree.value
+
+
+def crash_pr_compare():
+    from simcache.simulate import simulate
+
+    return Player(simulate("crash_pr", "pre_fix"), compare=simulate("crash_pr", "described_fix"))
+
+
+def test_compare_spans_the_longer_run_so_the_clean_end_can_be_shown():
+    p = crash_pr_compare()
+    m = p.model
+    left, right = (len(r.trace.steps) for r in m.runs)
+    assert (left, right) == (263, 272)  # described_fix takes 9 more micro-steps than pre_fix's crash
+    assert m.num_steps == p.slider.max + 1 >= right  # before #13 the slider stopped at the left run's 263
+    p.buttons["last"].click()
+    assert (m.step_of(0), m.step_of(1)) == (left - 1, right - 1)
+    assert "ASSERTION FIRED HERE" in p.tree.value and f"step {right - 1}/{right - 1}" in p.compare_caption.value
+    steps = [m.positions[i][1] for i in range(m.num_steps)]
+    assert sorted(set(steps)) == list(range(right))  # every micro-step of the right run has a position
+
+
+def test_compare_jump_to_cleaned_up_finds_the_right_runs_moment_and_says_so_when_none():
+    p = crash_pr_compare()
+    m = p.model
+    p.jump_kind.value = "cleaned-up"
+    p.buttons["jump_next"].click()  # before #13 it silently did nothing: the left run has no cleanup
+    cleanup = m.runs[1].trace.cleaned_up[0].step
+    assert m.step_of(1) == cleanup and "CLEANED UP" in p.compare_tree.value
+    p.buttons["jump_next"].click()
+    assert m.step_of(1) == cleanup and "No later cleaned up moment in either run." in p.note.value
+
+
+def test_compare_panels_are_labelled_with_their_run():
+    p = crash_pr_compare()
+    assert "left: pre_fix" in p.caption.value and "right: described_fix" in p.compare_caption.value
+    p.model.jump("assertion")
+    p.refresh()
+    assert "_delete_tombstone_leaf()" in p.stack.value and "Why is this node stale?" in p.compare_explanation.value
+
+
+def test_play_controls_are_labelled_buttons_driving_a_hidden_timer():
+    p = Player(run_c())
+    for key, word in (("play", "▶ play"), ("pause", "‖ pause"), ("stop", "■ stop")):
+        assert word in p.buttons[key].description and p.buttons[key].tooltip
+    assert p.play.layout.display == "none" and p.repeat.description == "repeat"
+    p.buttons["play"].click()
+    assert p.play.playing
+    p.play.value = 5  # a tick of the timer
+    assert p.model.cursor == 5
+    p.buttons["pause"].click()
+    assert not p.play.playing and p.model.cursor == 5
+    p.repeat.value = True
+    assert p.play.repeat
+    p.buttons["stop"].click()
+    assert not p.play.playing and p.model.cursor == 0 == p.slider.value
+
+
+def test_the_call_stack_at_the_assertion_lists_the_prs_frames():
+    from simcache.simulate import simulate
+
+    p = Player(simulate("crash_pr", "pre_fix"))
+    p.jump_kind.value = "assertion"
+    p.buttons["jump_next"].click()
+    for fn in ("cache_finished_req", "insert", "_insert_helper", "_inc_hit_count", "write_backup", "evict_host",
+               "_evict_host_leaf", "_iteratively_delete_tombstone_leaf", "_delete_tombstone_leaf"):
+        assert f"{fn}()</li>" in p.stack.value
+    assert p.stack.value.count("<li") == 10  # nine frames, then the assertion itself
+
+
+def test_static_snapshot_shows_the_current_frame_and_key_moments_without_widgets():
+    p = crash_pr_compare()
+    html = p.static_html()
+    assert "<script" not in html and html.count("<img") >= 6
+    assert 'class="sc-static"' in html and ".sc-static{display:none}" in p.widget.children[0].value
+    for text in ("at the cursor", "went stale", "assertion", "last step", "pre_fix: assertion", "described_fix: clean",
+                 "cleaned up"):
+        assert text in html
 
 
 def test_scheduler_game_reaches_the_assertion_on_c_actors():
@@ -152,3 +231,12 @@ def test_gallery_scenario_c_in_the_player_and_the_game():
     for actor in game.scenario.parse_schedule(schedule).turns:
         game.pick(actor)
     assert game.reached_assertion
+
+
+def test_every_panel_names_the_run_it_belongs_to_for_compare_pages():
+    from simcache.render.frames import frame
+    from simcache.simulate import simulate
+
+    f = frame(simulate("crash_pr", "described_fix"), 10)  # what a compare export stores for its right run
+    for html in (f.stack, f.invariants, f.explanation):
+        assert '<span class="sc-of">· described_fix</span>' in html

@@ -73,7 +73,8 @@ def test_assertion_dot_marks_the_node_where_it_fired():
     dot = tree_dot(run_c(), CRASH_STEP)
     n8 = next(line for line in dot.splitlines() if line.strip().startswith("n8 "))
     assert "assertion" in n8 and "ASSERTION FIRED HERE" in n8
-    assert "detached from the tree" in dot  # nobody holds it any more, but it is drawn where it fired
+    assert "still referenced: STALE" in dot  # the cascade's _delete_tombstone_leaf(node) held it as it raised
+    assert "_delete_tombstone_leaf() (deleting it)" in dot
     golden("scenario_c_pre_fix_assertion.dot", dot)
 
 
@@ -113,12 +114,13 @@ def test_keys_and_child_keys_read_like_sglang():
     assert child_key_text((1, 2, 3, 4), 2) == "(1, 2)"
 
 
-def test_highlight_lasts_until_the_operation_ends():
+def test_went_stale_badge_at_the_moment_then_the_node_stays_a_ghost():
     t = run_c().trace
     assert highlight_at(t, STALE_STEP - 1)["went_stale"] == []
     assert highlight_at(t, STALE_STEP)["went_stale"] == [8]
-    assert highlight_at(t, t.ops[5].last_step)["went_stale"] == [8]
-    assert highlight_at(t, t.ops[6].first_step)["went_stale"] == []
+    assert highlight_at(t, t.ops[5].last_step)["went_stale"] == []  # issue #13: the badge belongs to the moment
+    assert highlight_at(t, t.ops[5].last_step)["ghosts"][8].badge == f"STALE since step {STALE_STEP}"
+    assert 8 in highlight_at(t, t.ops[6].first_step)["ghosts"]
     assert highlight_at(t, CRASH_STEP)["assertion"] == [8]
 
 
@@ -218,3 +220,17 @@ def test_export_to_a_missing_folder_says_how_to_fix(tmp_path):
     with pytest.raises(ConfigError, match="check that its folder exists"):
         export_html(run_c(), tmp_path / "nope" / "c.html")
     assert not (tmp_path / "nope").exists()
+
+
+def test_crash_rate_plot_labels_what_it_counts_and_fits_the_data():
+    from simcache.render.plots import crash_rate_vs_pressure
+
+    rows = [{"preset": "pre_fix", "pressure": x, "crash_rate": c, "race_rate": r}
+            for x, c, r in [(1, 0.0, 0.0), (4, 0.1, 0.05), (16, 0.25, 0.2)]]
+    ax = crash_rate_vs_pressure(rows, field="race_rate").axes[0]
+    assert ax.get_ylabel() == "fraction of runs reaching parent does not have child key"  # issue #13, defect 6
+    assert [list(line.get_ydata()) for line in ax.get_lines()] == [[0.0, 0.05, 0.2]]
+    assert ax.get_ylim()[1] < 0.3  # data stopping at 0.25 is not squashed onto a 0-1 axis
+    assert crash_rate_vs_pressure(rows).axes[0].get_ylabel() == "fraction of runs raising any assertion"
+    with pytest.raises(ValueError, match="unknown rate"):
+        crash_rate_vs_pressure(rows, field="nope")

@@ -6,10 +6,13 @@ Vocabulary (what a box shows; the legend in every drawing repeats it)
   cells; a node without a device Mamba state is a *tombstone*), its lock count and host refs.
 - Fill colour is the KV residency: blue device, amber host, both striped; white when neither.
 - Border says what happened: gold **new** / **changed** since ``prev``; red dashed **stale** (detached from the
-  tree while something still holds it), thicker with a WENT STALE tag in the operation where it happened; green
-  double **cleaned up** by a stale guard; dark red heavy **assertion** where the simulated cache raised.
-- Stale nodes are drawn beside the tree in a red dashed cluster, with a dotted grey *ghost* edge to the parent
-  they used to hang from and a dashed edge from a box for each holder that still refers to them.
+  tree while something still holds it), thicker with a WENT STALE tag at the micro-step where it happened and a
+  ``STALE since step N`` tag afterwards; grey dashed for a detached *ghost* nothing holds right now (it stays
+  drawn until it is cleaned up, re-attached or the run ends, see ``ghosts.py``); green double **cleaned up** by a
+  stale guard; orange **VIOLATES** on a node an invariant violation names; dark red heavy **assertion** where
+  the simulated cache raised.
+- Detached nodes are drawn beside the tree in a dashed cluster, with a dotted grey *ghost* edge to the parent
+  they used to hang from and a dashed edge from a box listing every holder that still refers to them.
 
 ``snapshot_to_dot`` is a pure function of plain data; its output is deterministic (nodes in canonical preorder,
 stale nodes sorted), so tests compare it with golden files. ``render_svg`` (in ``svg.py``, re-exported here) runs
@@ -24,6 +27,7 @@ from ..snapshot import NodeView, Snapshot
 FILL = {"device": "#dbeafe", "host": "#fef3c7", "both": "#dbeafe;0.5:#fef3c7", "none": "#ffffff"}
 BORDER = {"device": "#1d4ed8", "host": "#b45309", "both": "#1d4ed8", "none": "#9ca3af"}
 RED, GREEN, GOLD, DARK_RED, MAMBA, GREY = "#dc2626", "#15803d", "#d97706", "#7f1d1d", "#c4b5fd", "#6b7280"
+ORANGE = "#c2410c"
 LOCK, HOSTREF, TOMB = "#1e3a8a", "#92400e", "#4b5563"
 _CHANGE_FIELDS = ("key", "parent", "children", "attached", "value", "host_value", "mamba_value", "mamba_host_value",
                   "full_lock_ref", "mamba_lock_ref", "host_ref", "host_mamba_ref")
@@ -113,10 +117,19 @@ def _node_line(n: NodeView, snap: Snapshot, prev: Snapshot | None, hl: dict, hid
         attrs.update(color=GOLD, penwidth="3")
         classes.append(change)
         tags.append(("NEW" if change == "new" else "changed", GOLD))
+    ghost = hl.get("ghosts", {}).get(n.id)
     if not n.attached and not root:  # stale if something still holds it, else only drawn for a highlight
-        stale = n.id in snap.stale
+        held = ghost.held if ghost is not None else bool(snap.holders.get(n.id))  # e.g. a child of a stale node
+        stale = n.id in snap.stale or (held and (ghost is None or ghost.state != "deleted"))
         attrs.update(color=RED if stale else GREY, penwidth="2.5", style=attrs["style"] + ",dashed")
         classes.append("stale" if stale else "detached")
+        if ghost is not None and ghost.state not in ("went-stale", "cleaned-up"):  # those two get their tag below
+            classes.append(f"ghost-{ghost.state}")
+            tags.append((ghost.badge, RED if stale else GREY))
+    for name in hl.get("violations", {}).get(n.id, ()):  # the node an invariant violation names
+        attrs.update(color=ORANGE, penwidth="4")
+        classes.append("violation")
+        tags.append((f"VIOLATES {name}", ORANGE))
     if n.id in hl.get("went_stale", ()):
         attrs.update(color=RED, penwidth="4.5")
         classes.append("went-stale")
@@ -147,7 +160,8 @@ def _visible_tree(snap: Snapshot, hide_host: bool) -> list[int]:
 
 def _detached(snap: Snapshot, hl: dict) -> list[int]:
     """Stale nodes, plus highlighted detached ones (cleaned up, assertion), plus their detached descendants."""
-    want = set(snap.stale) | {i for k in ("went_stale", "cleaned", "assertion") for i in hl.get(k, ())}
+    want = set(snap.stale) | set(hl.get("ghosts", ())) | \
+        {i for k in ("went_stale", "cleaned", "assertion") for i in hl.get(k, ())}
     want = {i for i in want if i in snap.nodes and not snap.nodes[i].attached and i != snap.root}
     stack = list(want)
     while stack:
@@ -167,9 +181,11 @@ def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
     rows += [("lock (in use by a request)", LOCK, LOCK)]
     rows += [] if hide_host else [("host ref (storage / prefetch)", HOSTREF, HOSTREF)]
     rows += [("new / changed", "#ffffff", GOLD), ("STALE: detached, still held", "#ffffff", RED),
-             ("cleaned up by a guard", "#ffffff", GREEN), ("assertion fired here", "#ffffff", DARK_RED)]
+             ("detached, held by nothing (ghost)", "#ffffff", GREY), ("cleaned up by a guard", "#ffffff", GREEN),
+             ("named by an invariant violation", "#ffffff", ORANGE), ("assertion fired here", "#ffffff", DARK_RED)]
     cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" '
-                    f'STYLE="{"dashed" if border == RED else "solid"}"> </TD><TD ALIGN="LEFT">{escape(text)}</TD></TR>'
+                    f'STYLE="{"dashed" if border in (RED, GREY) else "solid"}"> </TD>'
+                    f'<TD ALIGN="LEFT">{escape(text)}</TD></TR>'
                     for text, fill, border in rows)
     label = (f'<<TABLE BORDER="1" COLOR="#d1d5db" STYLE="rounded" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">'
              f'<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>')
@@ -185,7 +201,8 @@ def legend_dot(hide_host: bool = False, hide_mamba: bool = False) -> str:
 def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: dict | None = None,
                     hide_host: bool = False, hide_mamba: bool = False, page_size: int = 1,
                     legend: bool = True) -> str:
-    """DOT source for ``snap``; ``highlight``: ``{"went_stale": ids, "cleaned": ids, "assertion": ids}``."""
+    """DOT source for ``snap``; ``highlight``: ``{"went_stale": ids, "cleaned": ids, "assertion": ids,
+    "ghosts": {id: Ghost}, "violations": {id: invariant names}}`` (see ``moments.highlight_at``)."""
     hl = highlight or {}
     tree = _visible_tree(snap, hide_host)
     detached = _detached(snap, hl)
@@ -198,14 +215,19 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
         n = snap.nodes[i]
         if n.parent in drawn and n.id != snap.root:
             out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + child_key_text(n.key, page_size) + ' ')};")
+    ghosts = hl.get("ghosts", {})
+
+    def holders(i: int) -> tuple[str, ...]:  # a ghost lists every holder (calls too); else the snapshot's
+        return ghosts[i].holders if i in ghosts else snap.holders.get(i, ())
+
     if detached:
-        held = any(snap.holders.get(i) for i in detached)
+        held = any(holders(i) for i in detached)
         title = "detached, but still referenced: STALE" if held else "detached from the tree"
         out += ["  subgraph cluster_stale {", f'    label="{title}"; fontcolor="#dc2626";',
                 '    style="dashed,rounded"; color="#dc2626"; fontname="Helvetica"; fontsize="13";']
         out += ["  " + _node_line(snap.nodes[i], snap, prev, hl, hide_host, hide_mamba) for i in detached]
-        out += [f"    h{i} {_attrs(shape='plaintext', id=f'h{i}', label=_holder_label(snap.holders[i]))};"
-                for i in detached if snap.holders.get(i)]
+        out += [f"    h{i} {_attrs(shape='plaintext', id=f'h{i}', label=_holder_label(holders(i)))};"
+                for i in detached if holders(i)]
         out.append("  }")
         for i in detached:
             n = snap.nodes[i]
@@ -216,7 +238,7 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
                 ghost = _attrs(label=f" was {ck} ", style="dotted", color="#9ca3af", fontcolor=GREY, penwidth="2",
                                arrowhead="none")
                 out.append(f"  n{n.parent} -> n{i} {ghost};")
-            if snap.holders.get(i):
+            if holders(i):
                 holds = _attrs(style="dashed", color=RED, penwidth="2", label=" holds ", fontcolor=RED)
                 out.append(f"  h{i} -> n{i} {holds};")
     if legend:

@@ -128,7 +128,7 @@ def _ending(trace, s: StaleStory) -> str:
     return f"The run ends at step {crash} with {c.type}: {c.message} in {c.function}."
 
 
-def explain_html(trace, step: int) -> str:
+def explain_html(trace, step: int, run: str = "") -> str:
     """HTML explanation of every node that went stale at or before ``step`` (latest first), or a short note."""
     nodes = list(dict.fromkeys(e.node for e in reversed(trace.went_stale) if e.step <= step))
     parts = []
@@ -149,4 +149,5 @@ def explain_html(trace, step: int) -> str:
         later = [e for e in trace.went_stale if e.step > step]
         parts.append(f"<p>No node is stale yet; the first one goes stale at step {later[0].step}.</p>" if later
                      else "<p>No node goes stale in this run.</p>")
-    return f'<div class="sc-explain"><h4>Why is this node stale?</h4>{"".join(parts)}</div>'
+    of = f' <span class="sc-of">· {escape(run)}</span>' if run else ""  # which run, on a compare page
+    return f'<div class="sc-explain"><h4>Why is this node stale?{of}</h4>{"".join(parts)}</div>'

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..trace import describe_op
 from .dot import snapshot_to_dot
 from .explain import explain_html
+from .ghosts import ghosts_at
 from .moments import highlight_at, moments_at, op_index_of
 from .panels import holders_panel, invariants_panel, lru_panel, pools_panel, sets_panel, stack_panel
 
@@ -69,9 +70,12 @@ def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False,
     k = op_index_of(t, step)
     snap = t.snapshots[step]
     dot = tree_dot(run, step, hide_host=hide_host, hide_mamba=hide_mamba, legend=legend)
-    panels = (lru_panel(snap), sets_panel(snap), pools_panel(snap), holders_panel(snap))
-    return Frame(step, k, caption(run, step), dot, panels, invariants_panel(t, step),
-                 stack_panel(t.steps[step], op_text(t, k)), explain_html(t, step), t.steps[step].node,
+    # issue #13: the ledger lists the same ghosts (and all their holders) the tree draws
+    ghosts = ghosts_at(t, step) if t.snapshots else None
+    panels = (lru_panel(snap), sets_panel(snap), pools_panel(snap), holders_panel(snap, ghosts=ghosts))
+    label = getattr(run, "preset", "")  # issue #13: each panel names its run (a compare page shows one run's)
+    return Frame(step, k, caption(run, step), dot, panels, invariants_panel(t, step, label),
+                 stack_panel(t.steps[step], op_text(t, k), label), explain_html(t, step, label), t.steps[step].node,
                  moments_at(t, step))
 
 

@@ -37,9 +37,11 @@ PANEL_CSS = """
 .sc-table{border-collapse:collapse}.sc-table td,.sc-table th{border:1px solid #e5e7eb;padding:2px 8px;text-align:left}
 .sc-ok{background:#dcfce7;color:#14532d}.sc-red{background:#fee2e2;color:#7f1d1d;font-weight:bold}
 .sc-stack{font-family:monospace;font-size:13px;margin:0;padding:0;list-style:none}
-.sc-stack li{white-space:nowrap}.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
+.sc-stack li{white-space:normal;overflow-wrap:anywhere;text-indent:0;line-height:1.3;margin:0}
+.sc-stack .sc-here{color:#1d4ed8;font-weight:bold}
 .sc-kind{display:inline-block;padding:0 5px;border-radius:3px;background:#e0e7ff;color:#1e3a8a;font-size:12px}
 .sc-explain{font-family:Helvetica,Arial,sans-serif;font-size:15px;line-height:1.45;max-width:60em}
+.sc-of{color:#1e3a8a;font-weight:normal}
 .sc-explain ol{margin:4px 0 4px 1.2em;padding:0}.sc-explain .sc-past{color:#9ca3af}
 """
 
@@ -99,6 +101,12 @@ def holder_kind(name: str) -> str:
     """What kind of reference a holder name is: a call frame, the insert loop's variable, or a structure."""
     if "loop" in name:
         return "the insert loop's current node"
+    if name.startswith("parent pointer"):
+        return "a detached child's parent link (the cascade and eviction walk up through it)"
+    if "deleting it" in name or "cleaning it up" in name:
+        return "the call deleting or cleaning it up (it still holds the node)"
+    if "this step" in name or "raised here" in name:
+        return "the call working on it at this step"
     if "(" in name:
         return "a simulated call that will keep using it" if "resumes" in name else "a simulated call frame"
     if name.startswith("ongoing") or "prefetch" in name:
@@ -106,7 +114,21 @@ def holder_kind(name: str) -> str:
     return "a cache structure (eviction can pick it)"
 
 
-def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None) -> str:
+def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None, ghosts: dict | None = None) -> str:
+    """The holder ledger: each stale node and who still holds it. With ``ghosts`` (``ghosts.ghosts_at``), every
+    detached node the drawing shows is listed with its state and *all* its holders (call frames included), so
+    the ledger, the tree and the explanation tell the same story at every step."""
+    if ghosts:
+        order = sorted(ghosts.values(), key=lambda g: (g.state == "deleted", not g.held, g.node))
+        parts = []
+        for g in order:
+            rows = "".join(f"<tr><td><code>{escape(h)}</code></td><td>{escape(holder_kind(h))}</td></tr>"
+                           for h in g.holders)
+            table = (f'<table class="sc-table"><tr><th>holder</th><th>kind</th></tr>{rows}</table>' if rows
+                     else '<span class="sc-empty">nothing holds it at this step</span>')
+            parts.append(f'<p data-node="{g.node}">{chip(snap, g.node)} is detached from the tree '
+                         f"(<b>{escape(g.badge)}</b>){', still held by:' if rows else '.'}</p>{table}")
+        return f'<div class="sc-panel sc-holders"><h4>Holder ledger</h4>{"".join(parts)}</div>'
     ids = snap.stale if node_ids is None else node_ids
     if not ids:
         return ('<div class="sc-panel sc-holders"><h4>Holder ledger</h4>'
@@ -120,7 +142,12 @@ def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None) -> st
     return f'<div class="sc-panel sc-holders"><h4>Holder ledger</h4>{"".join(parts)}</div>'
 
 
-def invariants_panel(trace, step: int) -> str:
+def _of(run: str) -> str:
+    """`` · pre_fix``: which run a panel belongs to (a compare page shows one run's panels)."""
+    return f' <span class="sc-of">· {escape(run)}</span>' if run else ""
+
+
+def invariants_panel(trace, step: int, run: str = "") -> str:
     seen = [v for v in trace.violations if v.step <= step]
     first: dict[str, object] = {}
     for v in seen:
@@ -138,17 +165,22 @@ def invariants_panel(trace, step: int) -> str:
         v = min(seen, key=lambda v: v.step)
         head = (f'<p class="sc-bad">First violation: step {v.step}, {escape(v.invariant)}: '
                 f"{escape(v.message)}</p>")
-    return (f'<div class="sc-panel sc-invariants"><h4>Invariants</h4>{head}'
+    return (f'<div class="sc-panel sc-invariants"><h4>Invariants{_of(run)}</h4>{head}'
             f'<table class="sc-table">{"".join(rows)}</table></div>')
 
 
-def stack_panel(step, op_text: str = "") -> str:
-    """The nested call stack of micro-step ``step`` (a ``MicroStep``), with the micro-step itself innermost."""
-    items = [f'<li>{"&nbsp;&nbsp;" * d}{escape(f)}()</li>' for d, f in enumerate(step.stack)]
-    items.append(f'<li class="sc-here">{"&nbsp;&nbsp;" * len(step.stack)}<span class="sc-kind">{escape(step.kind)}'
-                 f"</span> {escape(step.text)}</li>")
+def stack_panel(step, op_text: str = "", run: str = "") -> str:
+    """The nested call stack of micro-step ``step`` (a ``MicroStep``), with the micro-step itself innermost. At the
+    assertion the simulated stack has already unwound, so the frames the cache raised from are listed instead
+    (for the PR's shape: nine frames, ``cache_finished_req`` down to ``_delete_tombstone_leaf``)."""
+    frames = tuple(step.stack)
+    if step.kind == "assertion" and not frames:
+        frames = tuple(step.detail.get("stack", ()))
+    items = [f'<li style="padding-left:{d * 0.9:.1f}em">{escape(f)}()</li>' for d, f in enumerate(frames)]
+    items.append(f'<li class="sc-here" style="padding-left:{len(frames) * 0.9:.1f}em">'
+                 f'<span class="sc-kind">{escape(step.kind)}</span> {escape(step.text)}</li>')
     head = f"<div><b>op {step.op}</b> {escape(op_text)}</div>" if op_text else ""
-    return (f'<div class="sc-panel sc-callstack"><h4>Call stack</h4>{head}'
+    return (f'<div class="sc-panel sc-callstack"><h4>Call stack{_of(run)}</h4>{head}'
             f'<ul class="sc-stack">{"".join(items)}</ul></div>')
 
 

@@ -57,17 +57,28 @@ def pool_occupancy(trace, *, title: str = "Pool occupancy") -> Figure:
     return fig
 
 
-def crash_rate_vs_pressure(rows: list[dict], *, title: str = "Crash rate vs host pressure") -> Figure:
-    """One line per preset through ``(pressure, crash_rate)`` points."""
+RATE_LABELS = {"crash_rate": "fraction of runs raising any assertion",
+               "race_rate": "fraction of runs reaching parent does not have child key",
+               "damage_rate": "fraction of runs leaving a double free or a leak"}
+
+
+def crash_rate_vs_pressure(rows: list[dict], *, title: str = "Crash rate vs host pressure",
+                           field: str = "crash_rate") -> Figure:
+    """One line per preset through ``(pressure, rows[field])`` points; the y axis is labelled with what ``field``
+    counts (``crash_rate``: any assertion; ``race_rate``: the stale-node assertion only) and fits the data."""
+    if field not in RATE_LABELS:
+        raise ValueError(f"unknown rate {field!r}; choose one of {', '.join(RATE_LABELS)}")
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     presets = list(dict.fromkeys(r["preset"] for r in rows))
+    top = 0.0
     for i, preset in enumerate(presets):
-        pts = sorted((float(r["pressure"]), float(r["crash_rate"])) for r in rows if r["preset"] == preset)
+        pts = sorted((float(r["pressure"]), float(r[field])) for r in rows if r["preset"] == preset)
+        top = max([top] + [c for _, c in pts])
         ax.plot([p for p, _ in pts], [c for _, c in pts], marker="os^Dv"[i % 5], lw=2, label=preset)
-    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylim(-0.02 * max(top, 0.05), max(top, 0.05) * 1.15)  # fit the data: 0.25 is not drawn on a 0-1 axis
     ax.set_xlabel("host pressure")
-    ax.set_ylabel("fraction of runs reaching the assertion")
+    ax.set_ylabel(RATE_LABELS[field])
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if presets:
