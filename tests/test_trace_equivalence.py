@@ -38,3 +38,27 @@ def test_snapshots_rebuilt_on_demand_equal_the_golden_ones(chunk):
     for case in sorted(SNAPSHOT_SAMPLE)[chunk::4]:
         case = next(c for c in CASES if c[0] == case)
         assert compute(case, snapshots=True) == GOLD[case[0]], case[0]
+
+
+def test_the_one_pass_boundary_check_agrees_with_the_named_invariants_on_every_boundary():
+    from simcache.invariants import check_all, failing
+    from simcache.ops_run import execute
+
+    seen: set[str] = set()
+    checked = 0
+
+    def compare(i, cache, drv):
+        nonlocal checked
+        live = list(drv.live.values())
+        want = {name for name, problem in check_all(cache, live).items() if problem is not None}
+        assert failing(cache, live, memo) == want, f"op {i}"
+        seen.update(want)
+        checked += 1
+
+    for case in CASES:
+        if case[0].startswith("random/"):
+            memo: dict = {}
+            sc = case[1]
+            execute(sc.config, sc.linearize(sc.parse_schedule(None)), __import__("simcache.versions").versions
+                    .preset(case[2]), on_step=compare)
+    assert checked > 1000 and {"attachment", "tier_monotonicity", "no_leak", "backup_continuity"} <= seen
