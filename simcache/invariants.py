@@ -208,7 +208,12 @@ def failing(cache, live=(), memo: dict | None = None) -> set[str]:
     att = {id(cache.root_node)}
     att.update(id(n) for n, _, _ in nodes)
     root = cache.root_node
-    if any(id(n) not in att for _, n in held_by(cache)):
+    att_ids = {n.id for n, _, _ in nodes}
+    att_ids.add(root.id)
+    # LRU lists are keyed by node id (ids are unique), so a key test is a membership test; the rest are small
+    if any(not lru.cache.keys() <= att_ids for lru in (cache.full_lru_list, cache.mamba_lru_list,
+                                                        cache.mamba_host_lru_list)) \
+            or any(id(n) not in att for name, n in held_by(cache, lrus=False)):
         bad.add("attachment")
     write_back = cache.config.policy == "write_back"
     dev = prot = mall = mprot = 0

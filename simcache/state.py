@@ -76,13 +76,14 @@ def tree_text(cache) -> str:
 
 # --- the holder ledger: the one place that says which structures hold which node --------------------------------
 
-def held_by(cache) -> Iterator[tuple[str, TreeNode]]:
+def held_by(cache, lrus: bool = True) -> Iterator[tuple[str, TreeNode]]:
     """Every (holder, node) pair: leaf sets, LRU lists (MRU first), in-flight maps, prefetch anchors, in this
-    canonical order. Snapshots, invariants, went-stale detection and ``stale_refs`` all read this one ledger."""
+    canonical order. Snapshots, invariants, went-stale detection and ``stale_refs`` all read this one ledger.
+    ``lrus=False`` leaves out the LRU lists (a caller that tests them by node id)."""
     for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
         for n in s:
             yield s.name, n
-    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
+    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list) if lrus else ():
         for n in lru.mru_to_lru():
             yield lru.name, n
     for n in cache.ongoing_write_through.values():

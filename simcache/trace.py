@@ -34,6 +34,8 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 
+import torch
+
 from .driver import InternalError
 from .errors import SimcacheError
 from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all, failing
@@ -43,6 +45,7 @@ from .snapshot import NodeView, Snapshot, node_view, pool_views, take
 from .state import holders_of, is_attached
 
 CHECKPOINT_EVERY = 32  # operations between two checkpoints: a rebuild replays at most this many
+CHECKPOINT_STEPS = 160  # ... or about this many micro-steps, whichever comes first (bounds a seek's replay)
 FRAME_CACHE = 512  # rebuilt snapshots kept (most recently used first out)
 DEFAULT_MEMORY_LIMIT_MB = 4096
 STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
@@ -181,9 +184,10 @@ class Recorder:
     from the nearest checkpoint (see ``Timeline``)."""
 
     def __init__(self, snapshots: bool = True, invariants: bool = True, checkpoint_every: int = CHECKPOINT_EVERY,
-                 memory_limit_mb: float | None = None) -> None:
+                 memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS) -> None:
         self.want_snapshots, self.want_invariants = snapshots, invariants
         self.checkpoint_every = max(1, int(checkpoint_every))
+        self.checkpoint_steps = max(1, int(checkpoint_steps))
         self.memory_limit_mb = memory_limit() if memory_limit_mb is None else memory_limit_mb
         self.steps: list[MicroStep] = []
         self.snapshots: Timeline | list = Timeline(self) if snapshots else []
@@ -235,7 +239,8 @@ class Recorder:
     # --- operations ---
     def begin_op(self, index: int, op: dict, actor: str | None = None) -> None:
         if self.replayable and (self.want_snapshots or self.want_invariants) and self.cache is not None and (
-                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every):
+                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every
+                or (self.want_snapshots and len(self.steps) - self.checkpoints[-1].step >= self.checkpoint_steps)):
             self.checkpoints.append(self._checkpoint())
         self._op, self._actor = index, actor
         self.ops.append(OpRecord(index, actor, op, len(self.steps)))
@@ -252,7 +257,7 @@ class Recorder:
                 self._eager[-1] = self._snap()
         if self.want_invariants and self.cache is not None:
             self._close_invariants()
-        if self._ended % 64 == 0:
+        if self._ended == 1 or self._ended % 64 == 0:
             self._check_memory()
 
     def crash(self, crash) -> None:
@@ -426,8 +431,9 @@ class Recorder:
     def _checkpoint(self) -> Checkpoint:
         """The state before operation ``len(self.ops)``, deep-copied (fast_copy); nodes nothing can reach any more
         are frozen as ``NodeView``s once and shared by every later checkpoint."""
-        from .explore.fastcopy import fast_copy
+        from .explore.fastcopy import _SHARED, fast_copy
 
+        _SHARED.add(torch.cuda.Event)  # a pending copy's completion event (CUDA): shared, waiting on it is idempotent
         memo: dict = {id(self): self}
         stream = getattr(self.cache.controller, "stream", None)
         if stream is not None:
@@ -444,7 +450,8 @@ class Recorder:
                 if view is None:
                     view = self._frozen[nid] = node_view(n, attached=False)
                 known.append((nid, view))
-        leaked = {} if self._ended == 0 else {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
+        leaked = {} if self._ended == 0 or not self.want_snapshots else \
+            {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
         return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, tuple(known),
                           frozenset(self._detached), leaked)
 
@@ -630,6 +637,31 @@ class _Replayer(Recorder):
     def _check_readmission(self, node, holder: str) -> None:
         return None
 
+    # the hooks without the wording (a replay only counts micro-steps and keeps the bookkeeping snapshots need)
+    def enter(self, name: str, args: tuple) -> None:
+        nodes = tuple(a for a in args if a.__class__ is TreeNode)
+        self._frames.append((name, nodes))
+        self._stack = self._stack + (name,)
+        self._add("call", nodes[0] if nodes else None, "", None)
+
+    def event(self, kind: str, **data) -> None:
+        if kind == "current":
+            self._current = data["node"]
+            return
+        if kind == "detach":
+            self._after_detach(data)
+        self._add(kind, data.get("node"), "", None)
+
+    def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
+        self._pools = None
+        self._add(what, None, "", None)
+
+    def _lru_event(self, kind: str, what: str, node) -> None:
+        self._add("", node, "", None)
+
+    def _set_event(self, name: str, what: str, node) -> None:
+        self._add("", node, "", None)
+
 
 class Timeline(Sequence):
     """The snapshot after every micro-step of a recorded run, rebuilt on demand: ``timeline[i]`` replays from the
@@ -665,8 +697,7 @@ class Timeline(Sequence):
         rec = self._rec
         p = op_position(rec, i)
         lo, hi = rec.ops[p].first_step, _op_end(rec, p)
-        # the whole operation when it is short (a player steps through it next), else the step and its op's start
-        want = set(range(lo, hi + 1)) if hi - lo < 256 else {lo, i}
+        want = {lo, i}  # the step and its operation's start (a frame compares with it); snapshots are the cost
         if self._last_miss is not None and 0 < p - self._last_miss <= 2 * rec.checkpoint_every:
             # walking forward (op by op, like a divergence search): the starts and ends of the stretch's ops too
             nxt = next((c.op for c in rec.checkpoints if c.op > p), len(rec.ops))
