@@ -206,19 +206,21 @@ def main() -> int:
 
     n = a.requests
     rows = [
-        ("workload", f"{n} requests, {act['ops']} ops, {act['steps']} micro-steps, final tree {act['tree']} nodes; "
-                     f"{act['device_evictions']} device evictions, {act['host_evictions']} host evictions, "
-                     f"{act['load_backs']} load-backs, {act['detaches']} detaches; {act['checkpoints']} checkpoints", ""),
+        ("workload", f"{n} requests, {act['ops']} ops, {act['steps']} micro-steps, final tree {act['tree']} "
+                     f"nodes; {act['device_evictions']} device evictions, {act['host_evictions']} host evictions, "
+                     f"{act['load_backs']} load-backs, {act['detaches']} detaches; {act['checkpoints']} "
+                     f"checkpoints", ""),
         ("tracing-off replay", f"{off:.2f} s", ""),
         ("`simcache run --json` (full trace, holders, went-stale, invariants)",
          f"{run_s:.2f} s = {run_s / off:.1f}x", "<= 5x"),
-        ("  peak memory (fresh process)", f"{mem['peak_mb']:.0f} MB (interpreter + torch alone: {mem['base_mb']:.0f} MB)",
-         "<= 400 MB"),
+        ("  peak memory (fresh process)",
+         f"{mem['peak_mb']:.0f} MB (interpreter + torch alone: {mem['base_mb']:.0f} MB)", "<= 400 MB"),
         (f"{a.scale}x the requests ({len(big['ops'])} ops): tracing off / run",
          f"{big_off:.2f} s / {big_run:.2f} s = {big_run / big_off:.1f}x", ""),
         (f"  time of run, {a.scale}x vs 1x", f"{big_run / run_s:.1f}x", f"<= {int(1.2 * a.scale)}x"),
-        (f"  peak memory, {a.scale}x vs 1x", f"{big_mem['peak_mb']:.0f} MB = {big_mem['peak_mb'] / mem['peak_mb']:.1f}x"
-         f" (above the interpreter: {(big_mem['peak_mb'] - big_mem['base_mb']) / max(1, mem['peak_mb'] - mem['base_mb']):.1f}x)",
+        (f"  peak memory, {a.scale}x vs 1x",
+         f"{big_mem['peak_mb']:.0f} MB = {big_mem['peak_mb'] / mem['peak_mb']:.1f}x (above the interpreter: "
+         f"{(big_mem['peak_mb'] - big_mem['base_mb']) / max(1, mem['peak_mb'] - mem['base_mb']):.1f}x)",
          f"<= {int(1.2 * a.scale)}x"),
         ("seek to a random micro-step (state rebuild)",
          f"p50 {1000 * seek['p50']:.0f} ms, p95 {1000 * seek['p95']:.0f} ms, max {1000 * seek['max']:.0f} ms",

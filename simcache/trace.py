@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -696,7 +695,7 @@ class Timeline(Sequence):
             return snap
         rec = self._rec
         p = op_position(rec, i)
-        lo, hi = rec.ops[p].first_step, _op_end(rec, p)
+        lo = rec.ops[p].first_step
         want = {lo, i}  # the step and its operation's start (a frame compares with it); snapshots are the cost
         if self._last_miss is not None and 0 < p - self._last_miss <= 2 * rec.checkpoint_every:
             # walking forward (op by op, like a divergence search): the starts and ends of the stretch's ops too

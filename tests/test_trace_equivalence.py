@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from trace_cases import GOLDEN, cases, compute
 
 GOLD = json.loads(GOLDEN.read_text())
