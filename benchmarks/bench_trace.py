@@ -167,6 +167,10 @@ def export_figures(run, folder: str, browser: bool) -> dict:
         step = page.evaluate("""() => { const t = []; const b = document.getElementById('btn-next');
             for (let i = 0; i < 40; i++) { const a = performance.now(); b.click(); t.push(performance.now() - a); }
             return t; }""")
+        paced = page.evaluate("""async () => { const t = []; const b = document.getElementById('btn-next');
+            for (let i = 0; i < 30; i++) { await new Promise(r => setTimeout(r, 600));
+              const a = performance.now(); b.click(); t.push(performance.now() - a); }
+            return t; }""")
         jump = page.evaluate("""() => { const t = []; const s = document.getElementById('slider');
             const n = parseInt(s.max, 10); let x = 12345;
             for (let i = 0; i < 40; i++) { x = (x * 1103515245 + 12345) % 2147483648;
@@ -175,6 +179,7 @@ def export_figures(run, folder: str, browser: bool) -> dict:
             return t; }""")
         b.close()
     out["step_p95_ms"] = statistics.quantiles(step, n=20)[18]
+    out["paced_p95_ms"] = statistics.quantiles(paced, n=20)[18]
     out["jump_p95_ms"] = statistics.quantiles(jump, n=20)[18]
     return out
 
@@ -231,8 +236,10 @@ def main() -> int:
     ]
     if "open_s" in exp:
         rows += [("  opens in headless Chromium", f"{exp['open_s']:.2f} s", "<= 3 s"),
-                 ("  a step / a random jump (p95)", f"{exp['step_p95_ms']:.0f} ms / {exp['jump_p95_ms']:.0f} ms",
-                  "<= 50 ms")]
+                 ("  a step at reading pace (0.6 s apart; the next frames are drawn ahead) (p95)",
+                  f"{exp['paced_p95_ms']:.0f} ms", "<= 50 ms"),
+                 ("  a step with nothing drawn ahead (40 clicks in a row) / a random jump (p95)",
+                  f"{exp['step_p95_ms']:.0f} ms / {exp['jump_p95_ms']:.0f} ms", "<= 50 ms")]
     print(f"traces that scale ({os.cpu_count()} CPUs; ratios from this one run)\n")
     print("| what | measured | target |\n|---|---|---|")
     for what, got, target in rows:

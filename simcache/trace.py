@@ -48,6 +48,7 @@ CHECKPOINT_STEPS = 160  # ... or about this many micro-steps, whichever comes fi
 FRAME_CACHE = 512  # rebuilt snapshots kept (most recently used first out)
 DEFAULT_MEMORY_LIMIT_MB = 4096
 STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
+_CALL_DETAIL: dict[str, dict] = {}
 _LRU_NAMES = {"full": "full_lru_list", "mamba": "mamba_lru_list", "host_mamba": "mamba_host_lru_list"}
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
@@ -270,7 +271,10 @@ class Recorder:
         self._stack = self._stack + (name,)
         arg = nodes[0] if nodes else None
         text = f"{name}({_keyed(arg)})" if arg is not None else f"{name}()"
-        self._add("call", arg, text, dict(function=name))
+        detail = _CALL_DETAIL.get(name)
+        if detail is None:
+            detail = _CALL_DETAIL[name] = dict(function=name)  # shared by every call of ``name``: read-only
+        self._add("call", arg, text, detail)
 
     def exit(self, name: str) -> None:
         if self._frames:
@@ -522,8 +526,15 @@ class Recorder:
         return out
 
     def sha256(self) -> str:
-        blob = json.dumps([s.as_dict() for s in self.steps], sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True)``, streamed a step at a time (the same
+        bytes, without holding the whole text of a long trace)."""
+        h = hashlib.sha256(b"[")
+        for i, s in enumerate(self.steps):
+            if i:
+                h.update(b", ")
+            h.update(json.dumps(s.as_dict(), sort_keys=True, default=str).encode())
+        h.update(b"]")
+        return h.hexdigest()
 
 
 def describe_op(op: dict) -> str:

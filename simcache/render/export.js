@@ -29,6 +29,26 @@ function simcacheStart(D, viz) {
     drawn.set(k, svg);
     return svg;
   }
+  var ahead = null;
+  function renderAhead() {  // while the reader looks, draw the frames a step or two away (one per tick)
+    if (!D.dot) { return; }
+    if (ahead !== null) { clearTimeout(ahead); }
+    var todo = [cur + 1, cur + 2, cur - 1, cur + 3, cur + 4, cur - 2];
+    function next() {
+      ahead = null;
+      while (todo.length) {
+        var i = todo.shift();
+        if (i < 0 || i >= N) { continue; }
+        var need = D.runs.map(function (r) { return r.frames[i].svg; })
+          .filter(function (k) { return !drawn.has(k); });
+        if (!need.length) { continue; }
+        need.forEach(function (k) { drawing(k); });
+        ahead = setTimeout(next, 0);
+        return;
+      }
+    }
+    ahead = setTimeout(next, 20);
+  }
   var $ = function (id) { return document.getElementById(id); };
   var slider = $("slider");
   slider.max = String(N - 1);
@@ -64,6 +84,7 @@ function simcacheStart(D, viz) {
     $("pos").textContent = "frame " + (cur + 1) + " / " + N + " \u00b7 step " + f.step + " \u00b7 op " + f.op;
     document.body.setAttribute("data-frame", String(cur));
     document.body.setAttribute("data-step", String(f.step));
+    renderAhead();
   }
 
   function stepOp(d) {
