@@ -174,8 +174,23 @@ def _nid(n) -> int | None:
     return n.id if isinstance(n, TreeNode) else None
 
 
+_KEY_TEXT: dict[int, tuple] = {}  # id(key) -> (key, its text): keys are immutable tuples, often long
+
+
+def _key_text(key) -> str:
+    hit = _KEY_TEXT.get(id(key))
+    if hit is not None and hit[0] is key:
+        return hit[1]
+    if len(_KEY_TEXT) > 4096:
+        _KEY_TEXT.clear()
+    text = format_key(key)
+    if type(key) is tuple:
+        _KEY_TEXT[id(key)] = (key, text)
+    return text
+
+
 def _keyed(n) -> str:
-    return f"[{format_key(n.key)}]#{n.id}" if isinstance(n, TreeNode) else "none"
+    return f"[{_key_text(n.key)}]#{n.id}" if isinstance(n, TreeNode) else "none"
 
 
 class Recorder:
