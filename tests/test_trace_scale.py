@@ -148,3 +148,17 @@ def test_a_long_runs_export_is_compact_and_steps_in_chromium(monkeypatch, tmp_pa
         assert page.locator("#run0 .tree svg g.node").count() == len(run.result["tree"]) + 1  # + root
         b.close()
     assert errors == [] and remote == []
+
+
+def test_the_streamed_trace_hash_is_the_hash_of_the_whole_json_text():
+    import hashlib
+
+    from bench_trace import doc_for
+
+    from simcache.scenario import from_doc
+
+    t = simulate(from_doc(dict(name="w", **doc_for(60))), "pre_fix", snapshots=False).trace
+    assert len(t.steps) > 2048  # more than one chunk
+    whole = json.dumps([s.as_dict() for s in t.steps], sort_keys=True, default=str)
+    assert t.sha256() == hashlib.sha256(whole.encode()).hexdigest()
+    assert trace.Recorder().sha256() == hashlib.sha256(b"[]").hexdigest()
