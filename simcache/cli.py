@@ -98,10 +98,36 @@ def transcript(run) -> str:
     return "\n".join(lines)
 
 
+def _ops(text: str | None) -> tuple[int | None, int | None] | None:
+    """``--ops A:B`` -> (A, B); either end may be left out (``100:``, ``:500``)."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        a, b = (int(p) if p.strip() else None for p in parts)
+    except ValueError:
+        raise UsageError(f"--ops takes A:B (operation numbers, B excluded), like --ops 0:500, not {text!r}") from None
+    if (a is not None and a < 0) or (b is not None and b < 0):
+        raise UsageError(f"--ops takes operation numbers from 0, like --ops 0:500, not {text!r}")
+    return a, b
+
+
+def _trace_options(a) -> dict:
+    limit = getattr(a, "memory_limit", None)
+    if limit is not None and not limit > 0:
+        raise UsageError(f"--memory-limit takes megabytes above 0, like --memory-limit 2048, not {limit}")
+    return dict(ops=_ops(getattr(a, "ops", None)), memory_limit_mb=limit,
+                progress=True if getattr(a, "progress", False) else None)
+
+
 def cmd_run(a) -> int:
     from .simulate import simulate
 
-    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, device=a.device)
+    # the transcript and the JSON need events only: no snapshots, no checkpoints for them
+    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, snapshots=False, device=a.device,
+                   **_trace_options(a))
     if a.json:
         print(json.dumps(run.to_json(), indent=1))
     else:
@@ -146,11 +172,12 @@ def cmd_export(a) -> int:
         names = [n.strip() for n in a.compare.split(",")]
         if len(names) != 2:
             raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
-        runs = [simulate(a.scenario, _preset(n), _flags(a.flag), a.schedule, device=a.device) for n in names]
+        runs = [simulate(a.scenario, _preset(n), _flags(a.flag), a.schedule, device=a.device, **_trace_options(a))
+                for n in names]
         path = export_html(runs[0], a.output, compare=runs[1])
     else:
-        path = export_html(simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, device=a.device),
-                           a.output)
+        path = export_html(simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, device=a.device,
+                                    **_trace_options(a)), a.output)
     print(path)
     return 0
 
@@ -184,6 +211,15 @@ def cmd_workload(a) -> int:
     return 0
 
 
+def _trace_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ops", metavar="A:B", help="trace only operations A..B-1 (the ones before A still run, "
+                                                "untraced); narrows a long run, e.g. --ops 0:500")
+    p.add_argument("--memory-limit", type=float, metavar="MB", help="stop, with a message, a run whose trace "
+                   "outgrows this many megabytes (default $SIMCACHE_MEMORY_LIMIT_MB or 4096)")
+    p.add_argument("--progress", action="store_true", help="always show a progress bar on stderr (default: "
+                                                           "for long runs on a terminal)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="simcache", description="A faithful, visual simulator of SGLang's HiMambaRadixCache.")
     sub = ap.add_subparsers(dest="command", parser_class=_Parser)
@@ -194,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    _trace_arguments(r)
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("scenarios", help="list the scenario gallery")
     s.add_argument("--json", action="store_true")
@@ -206,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--schedule")
     e.add_argument("-o", "--output", default="run.html")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    _trace_arguments(e)
     e.set_defaults(fn=cmd_export)
     x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")
     x.add_argument("scenario")

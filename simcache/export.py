@@ -4,6 +4,11 @@ Vocabulary
 - The page holds *frames*: every micro-step when the run is short (``MICRO_LIMIT``), else the state after every
   operation plus every moment (went stale, cleaned up, violation, assertion) so no highlight is skipped.
 - Drawings and panels are stored once each (*deduplicated*) in a JSON block; a frame names them by index.
+- A short run's drawings are SVG, drawn here by Graphviz. A *long* run (more than ``DOT_LIMIT`` micro-steps)
+  stores each drawing as DOT text instead, and the page draws the frame it shows with the Graphviz WebAssembly
+  build ``@viz-js/viz`` (inlined once, ``render/vendor/viz-global.js``), keeping the last few drawings; its data
+  block is gzip-compressed (the page inflates it with the browser's ``DecompressionStream``). Both work offline
+  and from a file. Snapshots are rebuilt from the trace's checkpoints a stretch at a time while the page is built.
   Plain JavaScript swaps them in: first / previous / next / last, previous / next operation, jump to the next
   went-stale / cleaned-up / violation / assertion (wrapping around), the slider, keyboard arrows (left / right:
   micro-step, up / down: operation, Home / End), and clicks on the timeline's operation blocks.
@@ -12,6 +17,8 @@ Vocabulary
 """
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from html import escape
 from pathlib import Path
@@ -24,6 +31,8 @@ from .render.panels import PANEL_CSS
 from .render.timeline import step_x, timeline_svg
 
 MICRO_LIMIT = 600
+DOT_LIMIT = 3000  # micro-steps: a longer run's page draws DOT in the browser and compresses its data
+BATCH = 256  # frames built per stretch of rebuilt snapshots (bounds the memory an export of a long run needs)
 TIMELINE_WIDTH = 960
 _ASSETS = Path(__file__).resolve().parent / "render"
 
@@ -52,35 +61,65 @@ class _Store:
         return self._index[text]
 
 
-def _run_frames(run, steps: list[int], svgs: _Store, html: _Store) -> list[dict]:
-    fs = [frame(run, s, legend=False) for s in steps]  # the page shows the legend once
-    drawings = render_many([f.dot for f in fs])
+def is_long(trace) -> bool:
+    """A long run's page draws its DOT in the browser (see the module doc)."""
+    return len(trace.steps) > DOT_LIMIT
+
+
+def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None) -> list[dict]:
     marks = moments(run.trace)
     out = []
-    for f, svg in zip(fs, drawings, strict=True):
-        out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=svgs.add(svg), focus=f.focus,
-                        panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants), stack=html.add(f.stack),
-                        expl=html.add(f.explanation), x=step_x(run.trace, f.step, TIMELINE_WIDTH),
-                        marks=[k for k in MOMENT_KINDS if f.step in marks[k]]))
+    for lo in range(0, len(steps), BATCH):
+        chunk = steps[lo : lo + BATCH]
+        prefetch = getattr(run.trace.snapshots, "prefetch", None)
+        if prefetch is not None:  # one replay per checkpoint stretch, not one per frame
+            prefetch(chunk)
+        fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
+        pictures = [f.dot for f in fs] if dot_only else render_many([f.dot for f in fs])
+        for f, pic in zip(fs, pictures, strict=True):
+            out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=drawings.add(pic), focus=f.focus,
+                            panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
+                            stack=html.add(f.stack), expl=html.add(f.explanation),
+                            x=step_x(run.trace, f.step, TIMELINE_WIDTH),
+                            marks=[k for k in MOMENT_KINDS if f.step in marks[k]]))
+        if bar is not None:
+            bar.update(len(chunk))
     return out
 
 
-def page_data(run, compare=None) -> dict:
-    """Everything the page's script needs, as plain data."""
-    svgs, html = _Store(), _Store()
+def _bar(total: int, progress: bool | None):
+    if progress is False or (progress is None and total < 2 * BATCH):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="frame", desc="exporting", disable=None if progress is None else False,
+                leave=False)
+
+
+def page_data(run, compare=None, progress: bool | None = None) -> dict:
+    """Everything the page's script needs, as plain data (``svgs`` holds DOT text when ``dot`` is true)."""
+    drawings, html = _Store(), _Store()
     steps = frame_steps(run.trace)
-    runs = [dict(preset=run.preset, outcome=run.outcome, frames=_run_frames(run, steps, svgs, html))]
-    divergence = None
-    if compare is not None:
-        other = [lockstep(run.trace, compare.trace, s) for s in steps]
-        runs.append(dict(preset=compare.preset, outcome=compare.outcome,
-                         frames=_run_frames(compare, other, svgs, html)))
-        divergence = first_divergence(run.trace, compare.trace)
+    dot_only = is_long(run.trace) or (compare is not None and is_long(compare.trace))
+    other = [lockstep(run.trace, compare.trace, s) for s in steps] if compare is not None else []
+    bar = _bar(len(steps) + len(other), progress)
+    try:
+        runs = [dict(preset=run.preset, outcome=run.outcome,
+                     frames=_run_frames(run, steps, drawings, html, dot_only, bar))]
+        divergence = None
+        if compare is not None:
+            runs.append(dict(preset=compare.preset, outcome=compare.outcome,
+                             frames=_run_frames(compare, other, drawings, html, dot_only, bar)))
+            divergence = first_divergence(run.trace, compare.trace)
+    finally:
+        if bar is not None:
+            bar.close()
     div_text = None
     if divergence is not None:
         k = min(divergence, len(run.trace.ops) - 1)
         div_text = f"First divergence: operation {divergence} ({op_text(run.trace, k)})"
-    return dict(svgs=svgs.items, html=html.items, runs=runs, divergence=divergence, divergence_text=div_text)
+    return dict(svgs=drawings.items, html=html.items, runs=runs, divergence=divergence, divergence_text=div_text,
+                dot=dot_only)
 
 
 def _header(run, compare) -> str:
@@ -97,10 +136,20 @@ def _outcome(run) -> str:
     return "clean" if c is None else f"{c.type}: {c.message} (in {c.function})"
 
 
-def render_page(run, compare=None) -> str:
+def _data_block(data: dict) -> str:
+    """The page's data block: JSON, or for a long run gzip-compressed JSON in base64."""
+    text = json.dumps(data, separators=(",", ":"))
+    if not data.get("dot"):
+        safe = text.replace("</", "<\\/")
+        return f'<script type="application/json" id="simcache-data">{safe}</script>'
+    packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+    return f'<script type="application/json" id="simcache-data" data-encoding="gzip-base64">{packed}</script>'
+
+
+def render_page(run, compare=None, progress: bool | None = None) -> str:
     """The HTML text of the page."""
-    data = page_data(run, compare)
-    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    data = page_data(run, compare, progress)
+    block = _data_block(data)
     runs = [run] + ([compare] if compare is not None else [])
     lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
     cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
@@ -114,6 +163,8 @@ def render_page(run, compare=None) -> str:
     div = '<button id="btn-divergence">first divergence</button>' if data["divergence"] is not None else ""
     css = PANEL_CSS + FOCUS_CSS + (_ASSETS / "export.css").read_text()
     script = (_ASSETS / "export.js").read_text()
+    if data["dot"]:  # the Graphviz WebAssembly build, once, in the same script element
+        script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: {escape(run.scenario.name)}'
             f"</title><style>{css}</style></head><body>{_header(run, compare)}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
@@ -123,20 +174,20 @@ def render_page(run, compare=None) -> str:
             f'<div id="side"><details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
             f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
             f'<div id="panels"></div></div></div>'
-            f'<script type="application/json" id="simcache-data">{blob}</script><script>{script}</script>'
+            f'{block}<script>{script}</script>'
             f"</body></html>")
 
 
-def export_html(run, path, compare=None) -> Path:
+def export_html(run, path, compare=None, progress: bool | None = None) -> Path:
     """Write the self-contained page for ``run`` (and ``compare`` beside it) to ``path``; returns the path."""
     if not run.trace.steps:
         raise ConfigError("this run has no micro-steps to export; give it at least one operation")
-    if len(run.trace.snapshots) != len(run.trace.steps):
+    if any(not r.trace.snapshots for r in (run, compare) if r is not None):
         raise ConfigError("this run was simulated without snapshots; simulate(..., snapshots=True) to export it")
     out = Path(path)
     if not str(path) or not out.name or out.is_dir():
         raise ConfigError(f"-o must name a file, not {str(path)!r}; e.g. -o run.html")
-    text = render_page(run, compare)
+    text = render_page(run, compare, progress)
     tmp = out.with_name(out.name + ".part")
     try:
         tmp.write_text(text, encoding="utf-8")

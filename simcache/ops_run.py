@@ -170,42 +170,80 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
     return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step, device)
 
 
+def apply_op(drv: Driver, i: int, op: dict) -> tuple[str, Crash | None]:
+    """Apply one operation: its status letter and, if the simulated cache raised, the crash (set on the cache)."""
+    try:
+        drv.apply(op, i)
+        return ".", None
+    except Skip as s:
+        return s.code, None
+    except SimcacheError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+        raise_if_internal(e, f"op {i} ({op.get('op')})")
+        crash = crash_from(e)
+        drv.cache.crashed = crash
+        return "x", crash
+
+
+PROGRESS_MIN_OPS = 2000  # shorter runs finish before a bar is worth drawing
+
+
+def _progress(total: int, asked: bool | None):
+    """A ``tqdm.auto`` bar (a widget in Jupyter) for a long run: ``asked`` True / False forces it; None: when the
+    run is long and stderr is a terminal."""
+    if asked is False or (asked is None and total < PROGRESS_MIN_OPS):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="op", desc="simulating", disable=None if asked is None else False,
+                leave=False, mininterval=0.5)
+
+
 def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: bool = False, recorder=None,
-            on_step: Callable | None = None, device: str = "cpu") -> dict:
-    """Run (actor, op) pairs in order on a fresh cache; stop at the first exception of the simulated cache."""
+            on_step: Callable | None = None, window: tuple[int, int] | None = None,
+            progress: bool | None = False, device: str = "cpu") -> dict:
+    """Run (actor, op) pairs in order on a fresh cache; stop at the first exception of the simulated cache.
+
+    ``window=(A, B)``: run only operations ``A..B-1`` with the recorder attached (those before ``A`` run on the fast
+    path, to reach the state the window starts from; those from ``B`` on are not run). ``progress``: see
+    ``_progress``."""
     cache = HiMambaRadixCache(build_config(cfg, flags, device))
     drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
-    if recorder is not None:
-        recorder.attach(cache, drv)
     status, steps, crash, step, first_stale = [], [], None, None, None
-    for i, (actor, op) in enumerate(ops):
+    start, stop = window if window is not None else (0, len(ops))
+    bar = _progress(stop, progress)
+    if recorder is not None:
+        recorder.replayable = True  # every operation it sees can be re-run from its checkpoints
+    if recorder is not None and start == 0:
+        recorder.attach(cache, drv)
+    for i, (actor, op) in enumerate(ops[:stop]):
         detaches = cache.detach_count
-        if recorder is not None:
-            recorder.begin_op(i, op, actor)
-        try:
-            drv.apply(op, i)
-            status.append(".")
-        except Skip as s:
-            status.append(s.code)
-        except SimcacheError:
-            raise
-        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            raise_if_internal(e, f"op {i} ({op.get('op')})")
-            status.append("x")
-            crash, step = crash_from(e), i
-            cache.crashed = crash
-            if recorder is not None:
-                recorder.crash(crash)
-        if recorder is not None:
-            recorder.end_op(i, status[-1])
+        rec = recorder if i >= start else None
+        if i == start and start > 0 and recorder is not None:
+            recorder.attach(cache, drv)
+        if rec is not None:
+            rec.begin_op(i, op, actor)
+        code, crash = apply_op(drv, i, op)
+        status.append(code)
+        if crash is not None:
+            step = i
+            if rec is not None:
+                rec.crash(crash)
+        if rec is not None:
+            rec.end_op(i, status[-1])
         if trace:
             steps.append(dict(step=i, op=op, status=status[-1], tree=tree_lines(cache)))
         if on_step is not None:
             on_step(i, cache, drv)
+        if bar is not None:
+            bar.update(1)
         if step is not None:
             break
         if first_stale is None and cache.detach_count != detaches and stale_refs(cache):
             first_stale = i
+    if bar is not None:
+        bar.close()
     live = list(drv.live.values())
     out = dict(
         outcome="clean" if crash is None else crash.outcome,

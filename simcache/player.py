@@ -13,8 +13,10 @@ Vocabulary
 - *Be the scheduler*: the learner picks which actor moves next; each pick replays the prefix so far.
 
 The logic lives in plain classes that tests drive directly (``PlayerModel`` here; ``SchedulerGame``, in
-``game.py``, is re-exported here); the widgets are a thin layer. Frames are precomputed and all drawings rendered
-by one ``dot`` process, so a step only looks up cached strings.
+``game.py``, is re-exported here); the widgets are a thin layer. A short run's frames are precomputed and all
+drawings rendered by one ``dot`` process, so a step only looks up cached strings. A long run's frames are built
+on demand: the snapshot a frame needs is rebuilt from the trace's checkpoints (``trace.Timeline``), and frames are
+cached as they are seen.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from .render.panels import PANEL_CSS
 from .render.timeline import timeline_svg
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
+FRAME_KEEP = 512  # frames a long run's player keeps
 PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;max-height:500px;height:auto}"
             ".sc-legend svg{max-height:none}.sc-tl svg{max-width:100%;height:auto}"
             ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
@@ -143,6 +146,8 @@ class PlayerModel:
         if key not in self._frames:
             self._frames[key] = frame(self.runs[which], step, hide_host=self.hide_host, hide_mamba=self.hide_mamba,
                                       legend=False)  # the player shows the legend once, beside the tree
+            if len(self._frames) > FRAME_KEEP and len(self.trace.steps) > PRECOMPUTE_LIMIT:
+                del self._frames[next(iter(self._frames))]  # a long run keeps its most recent frames only
         return self._frames[key]
 
     def svg(self, which: int = 0) -> str:
@@ -169,13 +174,13 @@ class PlayerModel:
         return f"First divergence: operation {k} ({op_text(t, k)}) [{where}]"
 
     def precompute(self) -> None:
-        """Build every frame (up to ``PRECOMPUTE_LIMIT`` steps per run) and render all drawings in one go."""
+        """Build every frame of a short run (up to ``PRECOMPUTE_LIMIT`` steps) and render all drawings in one go;
+        a longer run's frames are built when they are first shown (a seek rebuilds only the state it needs)."""
         dots = []
         for which, run in enumerate(self.runs):
-            steps = range(len(run.trace.steps))
-            if len(steps) > PRECOMPUTE_LIMIT:
-                steps = op_frames(run.trace)
-            dots += [self.frame(which, s).dot for s in steps]
+            if len(run.trace.steps) > PRECOMPUTE_LIMIT:
+                continue
+            dots += [self.frame(which, s).dot for s in range(len(run.trace.steps))]
         render_many(dots)
 
 

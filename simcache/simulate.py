@@ -65,6 +65,19 @@ class Run:
         )
 
 
+def op_window(ops: tuple[int | None, int | None], total: int) -> tuple[int, int]:
+    """``(A, B)`` with open ends filled in, checked against the run's ``total`` operations."""
+    a, b = ops
+    a = 0 if a is None else a
+    b = total if b is None else min(b, total)
+    if not 0 <= a < total:
+        raise ConfigError(f"--ops {ops[0]}:{'' if ops[1] is None else ops[1]} starts past the end: this run has "
+                          f"{total} operations (0..{total - 1}); pick A below {total}")
+    if b <= a:
+        raise ConfigError(f"--ops {a}:{b} is empty; give A:B with A < B, like --ops {a}:{min(total, a + 100)}")
+    return a, b
+
+
 def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None) -> tuple[str, Flags]:
     name = preset or scenario.preset or "pre_fix"
     flags = preset_flags(name)
@@ -81,18 +94,28 @@ def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None
 
 def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: dict | None = None,
              schedule: str | Schedule | None = None, snapshots: bool = True, invariants: bool = True,
-             device: str = "cpu") -> Run:
-    """Run ``scenario`` (a Scenario, a gallery name / path, or plain data) and return the ``Run``; ``device``:
-    where the device pools live (cpu, cuda, cuda:N or auto; the results are the same on each)."""
+             ops: tuple[int | None, int | None] | None = None, progress: bool | None = False,
+             memory_limit_mb: float | None = None, device: str = "cpu") -> Run:
+    """Run ``scenario`` (a Scenario, a gallery name / path, or plain data) and return the ``Run``.
+
+    Snapshots are never built during the run: ``run.trace.snapshots`` rebuilds any micro-step's on demand (with
+    ``snapshots=False`` it is empty and the run keeps no checkpoints for it). ``ops=(A, B)`` traces only
+    operations ``A..B-1`` (those before run untraced, to reach the state ``A`` starts from; ``None`` = open end).
+    ``progress``: a progress bar (None: for long runs on a terminal). ``memory_limit_mb``: the trace's ceiling
+    (default ``$SIMCACHE_MEMORY_LIMIT_MB`` or 4096); a run that outgrows it stops with a ``TraceLimitError``.
+    ``device``: where the device pools live (cpu, cuda, cuda:N or auto; the results are the same on each)."""
     if isinstance(scenario, str):
         scenario = load(scenario)
     elif isinstance(scenario, dict):
         scenario = from_doc(scenario)
     name, fl = resolve_flags(scenario, preset, flags)
     sched = schedule if isinstance(schedule, Schedule) else scenario.parse_schedule(schedule)
-    rec = Recorder(snapshots=snapshots, invariants=invariants)
+    rec = Recorder(snapshots=snapshots, invariants=invariants, memory_limit_mb=memory_limit_mb)
+    linear = scenario.linearize(sched)
+    window = None if ops is None else op_window(ops, len(linear))
     try:
-        result = execute(scenario.config, scenario.linearize(sched), fl, recorder=rec, device=device)
+        result = execute(scenario.config, linear, fl, recorder=rec, window=window, progress=progress,
+                         device=device)
     except ScenarioError as e:
         raise ScenarioError(f"{scenario.name}: {e}") from None
     return Run(scenario, name, fl, sched, result, rec)

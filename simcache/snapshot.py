@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .keys import format_key
-from .state import attached_ids, dfs, node_line
+from .state import attached_ids, dfs, held_by, node_line
+from .state import holder_map as structural_holders
 
 
 @dataclass(frozen=True)
@@ -89,31 +90,22 @@ def _t(v):
     return None if v is None else tuple(v)
 
 
+def node_view(n, attached: bool, depth: int = 0) -> NodeView:
+    """The plain-data view of one tree node."""
+    return NodeView(
+        n.id, tuple(n.key), n.parent.id if n.parent is not None else None,
+        tuple(c.id for c in n.children.values()), attached, _t(n.value), _t(n.host_value),
+        _t(n.mamba_value), _t(n.mamba_host_value), n.full_lock_ref, n.mamba_lock_ref, n.host_ref_counter,
+        n.host_mamba_ref_counter, n.hit_count, float(n.last_access_time), depth)
+
+
 def holder_map(cache, frames: Mapping[int, tuple[str, ...]] = (), current=None) -> dict[int, list[str]]:
-    """node id -> names of the structures (and simulated call frames) holding it."""
-    out: dict[int, list[str]] = {}
-
-    def add(n, name):
-        out.setdefault(n.id, []).append(name)
-
-    for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
-        for n in s:
-            add(n, s.name)
-    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
-        for n in lru.mru_to_lru():
-            add(n, lru.name)
-    for n in cache.ongoing_write_through.values():
-        add(n, "ongoing_write_through")
-    for n in cache.ongoing_load_back.values():
-        add(n, "ongoing_load_back")
-    for n, _ in cache.ongoing_backup.values():
-        add(n, "ongoing_backup")
-    for v in cache.ongoing_prefetch.values():
-        add(v[0], "prefetch anchor")
+    """node id -> names of the structures (the ledger, ``state.held_by``) and simulated call frames holding it."""
+    out = structural_holders(cache)
     for node_id, names in dict(frames).items():
         out.setdefault(node_id, []).extend(names)
     if current is not None:
-        add(current, "insert loop's node")
+        out.setdefault(current.id, []).append("insert loop's node")
     return out
 
 
@@ -143,18 +135,18 @@ def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), cu
 
     att = attached_ids(cache)
     order = dfs(cache, att)
-    hold = holder_map(cache, frames, current)
     objs = {n.id: n for _, n in order}
     depth = {n.id: d for d, n in order}
-    for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
-        for n in s:
-            objs.setdefault(n.id, n)
-    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
-        for n in lru.mru_to_lru():
-            objs.setdefault(n.id, n)
-    for n in list(cache.ongoing_write_through.values()) + list(cache.ongoing_load_back.values()) + \
-            [v[0] for v in cache.ongoing_backup.values()] + [v[0] for v in cache.ongoing_prefetch.values()]:
+    ledger = list(held_by(cache))
+    structural: dict[int, list[str]] = {}
+    for name, n in ledger:
         objs.setdefault(n.id, n)
+        structural.setdefault(n.id, []).append(name)
+    hold = {k: list(v) for k, v in structural.items()}
+    for node_id, names in dict(frames).items():
+        hold.setdefault(node_id, []).extend(names)
+    if current is not None:
+        hold.setdefault(current.id, []).append("insert loop's node")
     for n in (known or {}).values():
         objs.setdefault(n.id, n)
     if current is not None:
@@ -165,15 +157,13 @@ def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), cu
                                True, (), None, None, None, root.full_lock_ref, root.mamba_lock_ref,
                                root.host_ref_counter, root.host_mamba_ref_counter, 0, root.last_access_time, 0)}
     for nid, n in objs.items():
-        nodes[nid] = NodeView(
-            nid, tuple(n.key), n.parent.id if n.parent is not None else None,
-            tuple(c.id for c in n.children.values()), id(n) in att, _t(n.value), _t(n.host_value),
-            _t(n.mamba_value), _t(n.mamba_host_value), n.full_lock_ref, n.mamba_lock_ref, n.host_ref_counter,
-            n.host_mamba_ref_counter, n.hit_count, float(n.last_access_time), depth.get(nid, 0))
+        if type(n) is NodeView:  # a node nothing can reach any more, frozen when it became unreachable
+            nodes[nid] = n
+            continue
+        nodes[nid] = node_view(n, id(n) in att, depth.get(nid, 0))
     if pools is None:
         pools = pool_views(cache, live_requests)
     holders = {nid: tuple(names) for nid, names in hold.items() if nid in nodes}
-    structural = holder_map(cache)
     outer = frozenset(frames) if outer is None else outer
     stale = tuple(sorted(nid for nid, v in nodes.items()
                          if not v.attached and (detached is None or nid in detached)

@@ -11,6 +11,8 @@ length differs from its key's. ``tree_slots`` spells the slots instead: ``<depth
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .keys import format_key
 from .node import TreeNode
 
@@ -72,19 +74,71 @@ def tree_text(cache) -> str:
     return "\n".join(lines) if lines else "(empty)"
 
 
+# --- the holder ledger: the one place that says which structures hold which node --------------------------------
+
+def held_by(cache, lrus: bool = True) -> Iterator[tuple[str, TreeNode]]:
+    """Every (holder, node) pair: leaf sets, LRU lists (MRU first), in-flight maps, prefetch anchors, in this
+    canonical order. Snapshots, invariants, went-stale detection and ``stale_refs`` all read this one ledger.
+    ``lrus=False`` leaves out the LRU lists (a caller that tests them by node id)."""
+    for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
+        for n in s:
+            yield s.name, n
+    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list) if lrus else ():
+        for n in lru.mru_to_lru():
+            yield lru.name, n
+    for n in cache.ongoing_write_through.values():
+        yield "ongoing_write_through", n
+    for n in cache.ongoing_load_back.values():
+        yield "ongoing_load_back", n
+    for n, _ in cache.ongoing_backup.values():
+        yield "ongoing_backup", n
+    for v in cache.ongoing_prefetch.values():
+        yield "prefetch anchor", v[0]
+
+
+def holders_of(cache, node: TreeNode) -> list[str]:
+    """The holders of one node, in ``held_by``'s order, without walking the sets and lists (membership tests)."""
+    names = [s.name for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves) if node in s]
+    names += [lru.name for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list)
+              if lru.in_list(node) and lru.cache[node.id].node is node]
+    names += ["ongoing_write_through" for n in cache.ongoing_write_through.values() if n is node]
+    names += ["ongoing_load_back" for n in cache.ongoing_load_back.values() if n is node]
+    names += ["ongoing_backup" for n, _ in cache.ongoing_backup.values() if n is node]
+    return names + ["prefetch anchor" for v in cache.ongoing_prefetch.values() if v[0] is node]
+
+
+def holder_map(cache) -> dict[int, list[str]]:
+    """node id -> names of the structures holding it (``held_by`` grouped by node, first holder first)."""
+    out: dict[int, list[str]] = {}
+    for name, n in held_by(cache):
+        out.setdefault(n.id, []).append(name)
+    return out
+
+
+# the ledger's names as ``holders`` spells them (the oracle's field names)
+_LEDGER_FIELDS = {"prefetch anchor": "ongoing_prefetch"}
+
+
 def holders(cache) -> dict[str, list[TreeNode]]:
     """Every structure that refers to nodes, by SGLang's name."""
-    return dict(
-        evictable_full_device_leaves=list(cache.evictable_full_device_leaves),
-        evictable_full_host_leaves=list(cache.evictable_full_host_leaves),
-        full_lru_list=list(cache.full_lru_list.mru_to_lru()),
-        mamba_lru_list=list(cache.mamba_lru_list.mru_to_lru()),
-        mamba_host_lru_list=list(cache.mamba_host_lru_list.mru_to_lru()),
-        ongoing_write_through=list(cache.ongoing_write_through.values()),
-        ongoing_load_back=list(cache.ongoing_load_back.values()),
-        ongoing_backup=[v[0] for v in cache.ongoing_backup.values()],
-        ongoing_prefetch=[v[0] for v in cache.ongoing_prefetch.values()],
-    )
+    out: dict[str, list[TreeNode]] = {name: [] for name in (
+        "evictable_full_device_leaves", "evictable_full_host_leaves", "full_lru_list", "mamba_lru_list",
+        "mamba_host_lru_list", "ongoing_write_through", "ongoing_load_back", "ongoing_backup", "ongoing_prefetch")}
+    for name, n in held_by(cache):
+        out[_LEDGER_FIELDS.get(name, name)].append(n)
+    return out
+
+
+def is_attached(cache, node: TreeNode) -> bool:
+    """``node`` is reachable from root through consistent links (``attached_ids`` for one node: O(depth))."""
+    root, seen = cache.root_node, set()
+    while node is not root:
+        p = node.parent
+        if p is None or id(node) in seen or len(node.key) == 0 or p.children.get(cache.ck(node.key)) is not node:
+            return False
+        seen.add(id(node))
+        node = p
+    return True
 
 
 def stale_refs(cache) -> list[str]:
@@ -94,10 +148,11 @@ def stale_refs(cache) -> list[str]:
                    if id(n) not in att and n is not cache.root_node})
 
 
-def referenced_slots(cache, live_requests=()) -> dict[str, list[int]]:
-    """Slots each pool's owners refer to: attached nodes, live requests, prefetches, the host release queue."""
+def referenced_slots(cache, live_requests=(), attached_nodes=None) -> dict[str, list[int]]:
+    """Slots each pool's owners refer to: attached nodes, live requests, prefetches, the host release queue
+    (``attached_nodes``: those nodes in any order, when the caller has them already)."""
     refs: dict[str, list[int]] = {p: [] for p in ("device_kv", "device_mamba", "host_kv", "host_mamba")}
-    for _, n in dfs(cache):
+    for n in (attached_nodes if attached_nodes is not None else (n for _, n in dfs(cache))):
         for pool, v in (("device_kv", n.value), ("device_mamba", n.mamba_value), ("host_kv", n.host_value),
                         ("host_mamba", n.mamba_host_value)):
             if v is not None:

@@ -12,21 +12,44 @@ Vocabulary
   *cleaned-up*; a detached node entering a set, a list or an in-flight map again is *re-admitted*.
 
 The ``Recorder`` is attached to a cache (``cache.recorder``) and to the pools, lists and sets through their
-observers. It keeps a snapshot after every micro-step (``snapshots=True``) so a player can step back, and checks
-the invariants: a violation counts only if it is still there when its operation ends (inside an operation
-structures are legitimately out of step for a moment); its step is the micro-step where it began.
+observers. It records small events only (a micro-step's size does not depend on the size of the tree) plus a
+*checkpoint* (a deep copy of the cache and driver) every ``CHECKPOINT_EVERY`` operations, the way time-travel
+debuggers do: the snapshot of any micro-step is rebuilt on demand by deterministic replay from the nearest
+checkpoint (``Recorder.snapshots`` is a lazy ``Timeline``), so nothing builds snapshots nobody looks at.
+
+Invariants: a violation counts only if it is still there when its operation ends (inside an operation structures
+are legitimately out of step for a moment); its step is the micro-step where it began. They are checked at
+operation boundaries; when one starts failing, that operation is replayed micro-step by micro-step to date it.
+
+Memory: the recorder checks the process's memory as it goes and stops a run that outgrows ``memory_limit_mb``
+(``$SIMCACHE_MEMORY_LIMIT_MB``, default 4096) with a ``TraceLimitError`` that says how to narrow it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all
+import torch
+
+from .driver import InternalError
+from .errors import SimcacheError
+from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all, failing
 from .keys import format_key
 from .node import TreeNode
-from .snapshot import Snapshot, pool_views, take
-from .state import attached_ids
+from .snapshot import NodeView, Snapshot, node_view, pool_views, take
+from .state import holders_of, is_attached
+
+CHECKPOINT_EVERY = 32  # operations between two checkpoints: a rebuild replays at most this many
+CHECKPOINT_STEPS = 160  # ... or about this many micro-steps, whichever comes first (bounds a seek's replay)
+FRAME_CACHE = 512  # rebuilt snapshots kept (most recently used first out)
+DEFAULT_MEMORY_LIMIT_MB = 4096
+STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
+_CALL_DETAIL: dict[str, dict] = {}
+_LRU_NAMES = {"full": "full_lru_list", "mamba": "mamba_lru_list", "host_mamba": "mamba_host_lru_list"}
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
 EVICTION_ENTRIES = frozenset({"evict", "evict_host", "evict_mamba", "evict_mamba_host"})
@@ -35,7 +58,7 @@ DELETERS = frozenset({"_evict_regular", "_evict_host_leaf", "_delete_tombstone_l
                       "_iteratively_delete_tombstone_leaf", "_cleanup_stale_node"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MicroStep:
     index: int
     op: int
@@ -96,19 +119,93 @@ class OpRecord:
     status: str = ""
 
 
+class TraceLimitError(SimcacheError):
+    """A run whose trace would outgrow the memory limit."""
+
+
+def memory_limit() -> float:
+    """The memory ceiling in MB: ``$SIMCACHE_MEMORY_LIMIT_MB`` or ``DEFAULT_MEMORY_LIMIT_MB``."""
+    try:
+        return float(os.environ.get("SIMCACHE_MEMORY_LIMIT_MB", DEFAULT_MEMORY_LIMIT_MB))
+    except ValueError:
+        return float(DEFAULT_MEMORY_LIMIT_MB)
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory in MB (None where the platform does not say)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError, AttributeError):
+        try:
+            import resource
+
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        except Exception:  # noqa: BLE001 -- no way to tell: no ceiling
+            return None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    op: int  # position in ``Recorder.ops`` of the operation that starts from this state
+    step: int  # index of that operation's first micro-step
+    cache: object
+    driver: object
+    current: object
+    known: tuple  # (node id, TreeNode copy or frozen NodeView), in the recorder's order
+    detached: frozenset
+    leaked: dict
+
+
+def op_position(trace, step: int) -> int:
+    """Position in ``trace.ops`` of the operation micro-step ``step`` belongs to."""
+    from bisect import bisect_right
+
+    firsts = trace._firsts() if hasattr(trace, "_firsts") else [o.first_step for o in trace.ops]
+    return max(0, bisect_right(firsts, step) - 1)
+
+
+def _op_end(trace, p: int) -> int:
+    o = trace.ops[p]
+    return o.last_step if o.last_step >= 0 else len(trace.steps) - 1
+
+
 def _nid(n) -> int | None:
     return n.id if isinstance(n, TreeNode) else None
 
 
+_KEY_TEXT: dict[int, tuple] = {}  # id(key) -> (key, its text): keys are immutable tuples, often long
+
+
+def _key_text(key) -> str:
+    hit = _KEY_TEXT.get(id(key))
+    if hit is not None and hit[0] is key:
+        return hit[1]
+    if len(_KEY_TEXT) > 4096:
+        _KEY_TEXT.clear()
+    text = format_key(key)
+    if type(key) is tuple:
+        _KEY_TEXT[id(key)] = (key, text)
+    return text
+
+
 def _keyed(n) -> str:
-    return f"[{format_key(n.key)}]#{n.id}" if isinstance(n, TreeNode) else "none"
+    return f"[{_key_text(n.key)}]#{n.id}" if isinstance(n, TreeNode) else "none"
 
 
 class Recorder:
-    def __init__(self, snapshots: bool = True, invariants: bool = True) -> None:
+    """Records a run as small events (micro-steps, went-stale / cleaned-up / re-admitted, violations) plus periodic
+    checkpoints; ``snapshots`` is a lazy sequence that rebuilds any micro-step's snapshot on demand by replaying
+    from the nearest checkpoint (see ``Timeline``)."""
+
+    def __init__(self, snapshots: bool = True, invariants: bool = True, checkpoint_every: int = CHECKPOINT_EVERY,
+                 memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS) -> None:
         self.want_snapshots, self.want_invariants = snapshots, invariants
+        self.checkpoint_every = max(1, int(checkpoint_every))
+        self.checkpoint_steps = max(1, int(checkpoint_steps))
+        self.memory_limit_mb = memory_limit() if memory_limit_mb is None else memory_limit_mb
         self.steps: list[MicroStep] = []
-        self.snapshots: list[Snapshot] = []
+        self.snapshots: Timeline | list = Timeline(self) if snapshots else []
         self.ops: list[OpRecord] = []
         self.went_stale: list[StaleEvent] = []
         self.cleaned_up: list[CleanupEvent] = []
@@ -116,7 +213,14 @@ class Recorder:
         self.violations: list[Violation] = []
         self.crashed = None
         self.initial: Snapshot | None = None
+        self.checkpoints: list[Checkpoint] = []
+        # replayable: driven by ``ops_run.execute`` (which says so), so any operation can be re-run from a
+        # checkpoint. A recorder driven by hand is not: it snapshots and checks invariants eagerly, per micro-step.
+        self.replayable = False
+        self._eager: list[Snapshot] = []
+        self._fp_memo: dict = {}  # fingerprints of unchanged nodes, between boundary checks
         self._frames: list[tuple[str, tuple]] = []
+        self._stack: tuple[str, ...] = ()
         self._current: TreeNode | None = None
         self._op = -1
         self._actor: str | None = None
@@ -124,8 +228,10 @@ class Recorder:
         self._active: set[str] = set()
         self._known: dict[int, TreeNode] = {}
         self._detached: set[int] = set()
+        self._frozen: dict[int, NodeView] = {}  # nodes nothing can reach any more, as they were left
         self._pools = None  # pool views, recomputed after a pool event (slot scans are the costly part)
         self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one: in transit)
+        self._ended = 0  # operations ended so far
         self.cache = self.driver = None
 
     # --- wiring ---
@@ -147,6 +253,10 @@ class Recorder:
 
     # --- operations ---
     def begin_op(self, index: int, op: dict, actor: str | None = None) -> None:
+        if self.replayable and (self.want_snapshots or self.want_invariants) and self.cache is not None and (
+                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every
+                or (self.want_snapshots and len(self.steps) - self.checkpoints[-1].step >= self.checkpoint_steps)):
+            self.checkpoints.append(self._checkpoint())
         self._op, self._actor = index, actor
         self.ops.append(OpRecord(index, actor, op, len(self.steps)))
         self._add("op", None, f"{actor + ': ' if actor else ''}{describe_op(op)}", dict(op=op))
@@ -154,13 +264,16 @@ class Recorder:
     def end_op(self, index: int, status: str) -> None:
         rec = self.ops[-1]
         rec.status, rec.last_step = status, len(self.steps) - 1
-        if self.want_snapshots and self.cache is not None:
+        self._ended += 1
+        if not self.replayable and self.want_snapshots and self.cache is not None:
             self._leaked = {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
             self._pools = None
-            if self.snapshots:  # the op's last frame shows the leaks as of the boundary
-                self.snapshots[-1] = self._snap()
-        if self.want_invariants:
+            if self._eager:  # the op's last frame shows the leaks as of the boundary
+                self._eager[-1] = self._snap()
+        if self.want_invariants and self.cache is not None:
             self._close_invariants()
+        if self._ended == 1 or self._ended % 64 == 0:
+            self._check_memory()
 
     def crash(self, crash) -> None:
         self.crashed = crash
@@ -170,13 +283,18 @@ class Recorder:
     def enter(self, name: str, args: tuple) -> None:
         nodes = tuple(a for a in args if isinstance(a, TreeNode))
         self._frames.append((name, nodes))
+        self._stack = self._stack + (name,)
         arg = nodes[0] if nodes else None
         text = f"{name}({_keyed(arg)})" if arg is not None else f"{name}()"
-        self._add("call", arg, text, dict(function=name))
+        detail = _CALL_DETAIL.get(name)
+        if detail is None:
+            detail = _CALL_DETAIL[name] = dict(function=name)  # shared by every call of ``name``: read-only
+        self._add("call", arg, text, detail)
 
     def exit(self, name: str) -> None:
         if self._frames:
             self._frames.pop()
+            self._stack = self._stack[:-1]
 
     def event(self, kind: str, **data) -> None:
         if kind == "current":
@@ -202,7 +320,7 @@ class Recorder:
         self._add(what, None, f"{what.replace('_', ' ')} {pool} {list(slots)}", dict(pool=pool, slots=list(slots)))
 
     def _lru_event(self, kind: str, what: str, node) -> None:
-        name = {"full": "full_lru_list", "mamba": "mamba_lru_list", "host_mamba": "mamba_host_lru_list"}[kind]
+        name = _LRU_NAMES[kind]
         self._add(f"lru_{what}", node, f"{what} {_keyed(node)} {'into' if what == 'insert' else 'from'} {name}",
                   dict(list=name))
         if what == "insert":
@@ -214,17 +332,21 @@ class Recorder:
         if what == "add":
             self._check_readmission(node, name)
 
-    # --- the core of the ledger ---
+    # --- the core of the ledger: one small event per micro-step, whatever the size of the tree ---
     def _add(self, kind: str, node, text: str, detail: dict) -> None:
-        step = MicroStep(len(self.steps), self._op, self._actor, kind, tuple(f for f, _ in self._frames),
-                         _nid(node), text, detail)
-        self.steps.append(step)
-        if isinstance(node, TreeNode):
-            self._known.setdefault(node.id, node)
-        if self.want_snapshots and self.cache is not None:
-            self.snapshots.append(self._snap())
-        if self.want_invariants and self.cache is not None and kind != "op":
-            self._check_step()
+        if node.__class__ is TreeNode:
+            self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, node.id, text,
+                                        detail))
+            if node.id not in self._known:
+                self._known[node.id] = node
+        else:
+            self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, None, text,
+                                        detail))
+        if not self.replayable and self.cache is not None:  # driven by hand: no replay, so do it now
+            if self.want_snapshots:
+                self._eager.append(self._snap())
+            if self.want_invariants and kind != "op":
+                self._check_step(len(self.steps) - 1)
 
     def frame_holders(self) -> dict[int, tuple[str, ...]]:
         """node id -> the calls on the stack that hold it to use it (not the code deleting it)."""
@@ -261,37 +383,29 @@ class Recorder:
     def _snap(self) -> Snapshot:
         if self._pools is None:
             self._pools = pool_views(self.cache, leaked=self._leaked)
-        return take(self.cache, self._live(), self.frame_holders(), self._current,
-                    tuple(f for f, _ in self._frames), self._known, self._pools, self.outer_frame_ids(),
-                    self._detached)
+        return take(self.cache, self._live(), self.frame_holders(), self._current, self._stack, self._known,
+                    self._pools, self.outer_frame_ids(), self._detached)
 
-    def _outer_holders(self, node: TreeNode) -> list[str]:
-        """Holders of ``node`` that will use it after the current eviction returns."""
-        c = self.cache
-        names = [s.name for s in (c.evictable_full_device_leaves, c.evictable_full_host_leaves) if node in s]
-        names += [lru.name for lru in (c.full_lru_list, c.mamba_lru_list, c.mamba_host_lru_list) if lru.in_list(node)]
-        names += [m for m, d in (("ongoing_write_through", c.ongoing_write_through),
-                                 ("ongoing_load_back", c.ongoing_load_back)) if d.get(node.id) is node]
-        names += ["ongoing_backup" for n, _ in c.ongoing_backup.values() if n is node]
-        names += ["prefetch anchor" for v in c.ongoing_prefetch.values() if v[0] is node]
-        return names + self._user_frames(node)
+    def holders_of(self, node: TreeNode) -> list[str]:
+        """Who holds ``node`` now: the structures (the ledger, ``state.holders_of``) and the calls that will
+        resume using it (``_user_frames``)."""
+        return holders_of(self.cache, node) + self._user_frames(node)
 
     def _after_detach(self, data: dict) -> None:
         node, popped = data["node"], data["popped"]
         if popped is not node:
             return  # the slot no longer held it: SGLang's assertion fires next
-        att = attached_ids(self.cache)
         gone, stack = [], [node]
         while stack:  # the detached node and its subtree
             n = stack.pop()
-            if id(n) not in att:
+            if not is_attached(self.cache, n):
                 gone.append(n)
                 stack.extend(c for c in n.children.values() if c.parent is n)
-        cause = " <- ".join(reversed([f for f, _ in self._frames])) or "driver"
+        cause = " <- ".join(reversed(self._stack)) or "driver"
         for n in gone:
             self._detached.add(n.id)
             self._known.setdefault(n.id, n)
-            holders = self._outer_holders(n)
+            holders = self.holders_of(n)
             if holders:
                 self.went_stale.append(StaleEvent(len(self.steps), n.id, format_key(n.key), tuple(holders),
                                                   f"detached by {cause}"))
@@ -299,32 +413,125 @@ class Recorder:
     def _check_readmission(self, node, holder: str) -> None:
         if node is None or node is self.cache.root_node or node.id not in self._detached:
             return
-        if id(node) not in attached_ids(self.cache):
+        if not is_attached(self.cache, node):
             self.readmitted.append(StaleEvent(len(self.steps) - 1, node.id, format_key(node.key), (holder,),
                                               f"detached node re-admitted to {holder}"))
 
-    # --- invariants ---
-    def _check_step(self) -> None:
-        names = [n for n in INVARIANTS if n not in BOUNDARY_ONLY]
-        res = check_all(self.cache, self._live(), names)
+    # --- invariants: checked at operation boundaries; a new violation is dated by replaying its operation ---
+    def _check_step(self, step: int) -> None:
+        res = check_all(self.cache, self._live(), STEP_INVARIANTS)
         for name, problem in res.items():
             if problem is None:
                 self._pending.pop(name, None)
             elif name not in self._pending:
-                self._pending[name] = (len(self.steps) - 1, problem)
+                self._pending[name] = (step, problem)
 
     def _close_invariants(self) -> None:
-        res = check_all(self.cache, self._live())
+        live = self._live()
+        bad = failing(self.cache, live, self._fp_memo)
+        new = [name for name in INVARIANTS if name in bad and name not in self._active]
+        res = check_all(self.cache, live, new) if new else {}  # the wording, only for violations that begin
         last = len(self.steps) - 1
-        for name, problem in res.items():
+        if self.replayable and any(name not in BOUNDARY_ONLY for name in new):
+            # a violation begins in this operation: replay it micro-step by micro-step to find where it began
+            self._pending = self._replay(len(self.ops) - 1, set(), date=True)._pending
+        self._active &= bad
+        for name in new:
+            problem = res[name]
             if problem is None:
-                self._active.discard(name)
-                continue
-            if name not in self._active:
-                step, msg = self._pending.get(name, (last, problem))
-                self.violations.append(Violation(step, self._op, name, msg))
-                self._active.add(name)
-        self._pending.clear()
+                raise InternalError(f"invariant {name}: the one-pass check and the named check disagree")
+            step, msg = self._pending.get(name, (last, problem))
+            self.violations.append(Violation(step, self._op, name, msg))
+            self._active.add(name)
+        self._pending = {}
+
+    # --- checkpoints and replay ---
+    def _checkpoint(self) -> Checkpoint:
+        """The state before operation ``len(self.ops)``, deep-copied (fast_copy); nodes nothing can reach any more
+        are frozen as ``NodeView``s once and shared by every later checkpoint."""
+        from .explore.fastcopy import _SHARED, fast_copy
+
+        _SHARED.add(torch.cuda.Event)  # a pending copy's completion event (CUDA): shared, waiting on it is idempotent
+        memo: dict = {id(self): self}
+        stream = getattr(self.cache.controller, "stream", None)
+        if stream is not None:
+            memo[id(stream)] = stream
+        cache, driver, current = fast_copy((self.cache, self.driver, self._current), memo)
+        for pool in cache.pools.all().values():  # the data tensors are shared by fast_copy; a replay writes them
+            pool.data = pool.data.clone()
+        known = []
+        for nid, n in self._known.items():
+            if id(n) in memo:
+                known.append((nid, memo[id(n)]))
+            else:
+                view = self._frozen.get(nid)
+                if view is None:
+                    view = self._frozen[nid] = node_view(n, attached=False)
+                known.append((nid, view))
+        leaked = {} if self._ended == 0 or not self.want_snapshots else \
+            {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
+        return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, tuple(known),
+                          frozenset(self._detached), leaked)
+
+    def _replay(self, upto: int, want: set[int], date: bool = False) -> _Replayer:
+        """Replay operations (positions in ``ops``) from the nearest checkpoint through ``upto`` on a copy of the
+        checkpoint's state, snapshotting the micro-steps in ``want``; with ``date``, check the invariants after
+        every micro-step of operation ``upto`` (and stop before its end, leaving ``_pending`` as it was)."""
+        from .ops_run import apply_op
+
+        first = min(want) if want else self.ops[upto].first_step
+        pos = op_position(self, first)
+        cp = next(c for c in reversed(self.checkpoints) if c.op <= pos)
+        r = _Replayer(self, cp, want, upto if date else None)
+        for p in range(cp.op, upto + 1):
+            rec = self.ops[p]
+            r.begin_op(rec.index, rec.op, rec.actor)
+            code, crash = apply_op(r.driver, rec.index, rec.op)
+            if crash is not None:
+                r.crash(crash)
+            if date and p == upto:
+                break
+            r.end_op(rec.index, code)
+            if r.n != rec.last_step + 1 or code != rec.status:
+                raise InternalError(f"replaying operation {rec.index} gave {r.n - rec.first_step} micro-steps "
+                                    f"and status {code!r}, the run had {rec.last_step + 1 - rec.first_step} and "
+                                    f"{rec.status!r}: the run is not deterministic")
+            if crash is not None:
+                break
+        return r
+
+    def _firsts(self) -> list[int]:
+        if len(getattr(self, "_firsts_cache", ())) != len(self.ops):
+            self._firsts_cache = [o.first_step for o in self.ops]
+        return self._firsts_cache
+
+    def snapshot_at(self, step: int) -> Snapshot:
+        """The snapshot after micro-step ``step``, rebuilt by replay (see ``Timeline``, which caches them)."""
+        return self.snapshots[step] if isinstance(self.snapshots, Timeline) else Timeline(self)[step]
+
+    def iter_snapshots(self, start: int = 0, stop: int | None = None):
+        """Snapshots of micro-steps ``start..stop-1`` in order, one replay pass, one operation held at a time."""
+        stop = len(self.steps) if stop is None else stop
+        if start >= stop:
+            return
+        p, last = op_position(self, start), op_position(self, stop - 1)
+        while p <= last:
+            nxt = next((c.op for c in self.checkpoints if c.op > p), None)  # replay one checkpoint's stretch
+            hi = last if nxt is None else min(last, nxt - 1)
+            lo_step, hi_step = max(start, self.ops[p].first_step), min(stop, _op_end(self, hi) + 1)
+            got = self._replay(hi, set(range(lo_step, hi_step))).got
+            for i in range(lo_step, hi_step):
+                yield got[i]
+            p = hi + 1
+
+    def _check_memory(self) -> None:
+        used = rss_mb()
+        if used is not None and self.memory_limit_mb and used > self.memory_limit_mb:
+            k = self.ops[-1].index if self.ops else 0
+            raise TraceLimitError(
+                f"this run's trace outgrew the memory limit of {self.memory_limit_mb:.0f} MB at operation {k} "
+                f"({used:.0f} MB in use); narrow it to fewer operations with --ops A:B (e.g. --ops {k // 2}:{k}), "
+                f"or raise the limit with --memory-limit MB")
 
     # --- results ---
     def violation_counts(self) -> dict[str, int]:
@@ -334,8 +541,16 @@ class Recorder:
         return out
 
     def sha256(self) -> str:
-        blob = json.dumps([s.as_dict() for s in self.steps], sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True)``, streamed a step at a time (the same
+        bytes, without holding the whole text of a long trace)."""
+        h = hashlib.sha256(b"[")
+        for lo in range(0, len(self.steps), 2048):  # json.dumps of a list joins its items with ", "
+            if lo:
+                h.update(b", ")
+            chunk = [s.as_dict() for s in self.steps[lo : lo + 2048]]
+            h.update(json.dumps(chunk, sort_keys=True, default=str)[1:-1].encode())
+        h.update(b"]")
+        return h.hexdigest()
 
 
 def describe_op(op: dict) -> str:
@@ -376,3 +591,189 @@ def _describe(kind: str, d: dict) -> tuple[str, dict]:
         return (f"stale guard: cleaned up {_keyed(n)} ({d['reason']}); removed from {removed}",
                 dict(reason=d["reason"], removed=list(d["removed"]), warning=d["warning"]))
     return kind, {}
+
+
+class _Replayer(Recorder):
+    """Re-runs operations from a checkpoint with the recorder's bookkeeping (what is known, detached, current) but
+    no stored events: it counts micro-steps, snapshots the wanted ones, and (dating) checks invariants per step."""
+
+    def __init__(self, main: Recorder, cp: Checkpoint, want: set[int], date_op: int | None) -> None:
+        super().__init__(snapshots=False, invariants=False, memory_limit_mb=0)
+        from .explore.fastcopy import fast_copy
+
+        memo: dict = {id(main): self}
+        stream = getattr(cp.cache.controller, "stream", None)
+        if stream is not None:
+            memo[id(stream)] = stream
+        cache, driver, self._current = fast_copy((cp.cache, cp.driver, cp.current), memo)
+        for pool in cache.pools.all().values():
+            pool.data = pool.data.clone()
+        self._known = {nid: (n if n.__class__ is NodeView else memo[id(n)]) for nid, n in cp.known}
+        self._detached = set(cp.detached)
+        self._leaked = dict(cp.leaked)
+        self._frozen = main._frozen
+        self.main, self.n, self.want, self.got = main, cp.step, want, {}
+        self._pos = cp.op - 1
+        self._date_pos = date_op
+        # operations whose end recomputes the leaks (a wanted step lies in them or just after them)
+        self._leak_at = set()
+        for w in want:
+            p = op_position(main, w)
+            self._leak_at.update((p - 1, p))
+        super().attach(cache, driver)
+
+    def attach(self, cache, driver=None):  # pragma: no cover - wired in __init__
+        raise InternalError("a replayer is attached when it is made")
+
+    def begin_op(self, index: int, op: dict, actor: str | None = None) -> None:
+        self._pos += 1
+        self._op, self._actor = index, actor
+        self._add("op", None, "", {})
+
+    def end_op(self, index: int, status: str) -> None:
+        if self._pos in self._leak_at:
+            self._leaked = {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
+            self._pools = None
+            if self.n - 1 in self.want:  # the operation's last frame shows the leaks as of the boundary
+                self.got[self.n - 1] = self._snap()
+
+    def _add(self, kind: str, node, text: str, detail: dict) -> None:
+        i = self.n
+        self.n += 1
+        if node.__class__ is TreeNode and node.id not in self._known:
+            self._known[node.id] = node
+        if i in self.want:
+            self.got[i] = self._snap()
+        if self._pos == self._date_pos and kind != "op":
+            self._check_step(i)
+
+    def _after_detach(self, data: dict) -> None:
+        node, popped = data["node"], data["popped"]
+        if popped is not node:
+            return
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if not is_attached(self.cache, n):
+                self._detached.add(n.id)
+                if n.id not in self._known:
+                    self._known[n.id] = n
+                stack.extend(c for c in n.children.values() if c.parent is n)
+
+    def _check_readmission(self, node, holder: str) -> None:
+        return None
+
+    # the hooks without the wording (a replay only counts micro-steps and keeps the bookkeeping snapshots need)
+    def enter(self, name: str, args: tuple) -> None:
+        nodes = tuple(a for a in args if a.__class__ is TreeNode)
+        self._frames.append((name, nodes))
+        self._stack = self._stack + (name,)
+        self._add("call", nodes[0] if nodes else None, "", None)
+
+    def event(self, kind: str, **data) -> None:
+        if kind == "current":
+            self._current = data["node"]
+            return
+        if kind == "detach":
+            self._after_detach(data)
+        self._add(kind, data.get("node"), "", None)
+
+    def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
+        self._pools = None
+        self._add(what, None, "", None)
+
+    def _lru_event(self, kind: str, what: str, node) -> None:
+        self._add("", node, "", None)
+
+    def _set_event(self, name: str, what: str, node) -> None:
+        self._add("", node, "", None)
+
+
+class Timeline(Sequence):
+    """The snapshot after every micro-step of a recorded run, rebuilt on demand: ``timeline[i]`` replays from the
+    checkpoint before ``i``'s operation (at most ``CHECKPOINT_EVERY`` operations) and keeps the last
+    ``FRAME_CACHE`` rebuilt snapshots; iterating (or slicing) replays once, front to back."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self._rec = rec
+        self._lru: OrderedDict[int, Snapshot] = OrderedDict()
+        self._last_miss: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._rec.steps)
+
+    def __getitem__(self, i):
+        n = len(self)
+        if isinstance(i, slice):
+            start, stop, stride = i.indices(n)
+            if stride != 1 or not self._rec.replayable:
+                return [self[j] for j in range(start, stop, stride)]
+            return list(self._rec.iter_snapshots(start, stop))
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"step {i} is outside this run's 0..{n - 1}")
+        if not self._rec.replayable:
+            return self._rec._eager[i]
+        snap = self._lru.get(i)
+        if snap is not None:
+            self._lru.move_to_end(i)
+            return snap
+        rec = self._rec
+        p = op_position(rec, i)
+        lo = rec.ops[p].first_step
+        want = {lo, i}  # the step and its operation's start (a frame compares with it); snapshots are the cost
+        if self._last_miss is not None and 0 < p - self._last_miss <= 2 * rec.checkpoint_every:
+            # walking forward (op by op, like a divergence search): the starts and ends of the stretch's ops too
+            nxt = next((c.op for c in rec.checkpoints if c.op > p), len(rec.ops))
+            for q in range(p + 1, nxt):
+                want.update((rec.ops[q].first_step, _op_end(rec, q)))
+        self._last_miss = p
+        self._keep(rec._replay(max(op_position(rec, w) for w in want), want).got)
+        return self._lru[i] if i in self._lru else rec._replay(p, {i}).got[i]
+
+    def _keep(self, got: dict, room: int = FRAME_CACHE) -> None:
+        for k, v in sorted(got.items()):
+            self._lru[k] = v
+            self._lru.move_to_end(k)
+        while len(self._lru) > max(room, FRAME_CACHE):
+            self._lru.popitem(last=False)
+
+    def prefetch(self, steps) -> None:
+        """Rebuild the snapshots of ``steps`` and of their operations' first steps (a frame compares with it),
+        one replay per checkpoint stretch, and keep them all (the cache grows to hold them)."""
+        rec = self._rec
+        if not rec.replayable:
+            return
+        want = set()
+        for s in steps:
+            want.update((s, rec.ops[op_position(rec, s)].first_step))
+        want -= self._lru.keys()
+        if not want:
+            return
+        by_cp: dict[int, set[int]] = {}
+        cps = [c.op for c in rec.checkpoints]
+        from bisect import bisect_right
+
+        for w in want:
+            by_cp.setdefault(bisect_right(cps, op_position(rec, w)) - 1, set()).add(w)
+        got: dict = {}
+        for _, ws in sorted(by_cp.items()):
+            got.update(rec._replay(max(op_position(rec, w) for w in ws), ws).got)
+        self._keep(got, room=len(got))
+
+    def __iter__(self):
+        if not self._rec.replayable:
+            return iter(list(self._rec._eager))
+        return self._rec.iter_snapshots(0, len(self))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Timeline, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Timeline of {len(self)} snapshots, rebuilt on demand>"

@@ -11,8 +11,7 @@ import torch
 from simcache.cache import HiMambaRadixCache
 from simcache.config import CacheConfig
 from simcache.driver import Driver
-from simcache.gpu_check import (PROBES, DelayedCudaStreams, compare_gallery, compare_programs, run_probes,
-                                using_streams)
+from simcache.gpu_check import PROBES, DelayedCudaStreams, compare_gallery, compare_programs, run_probes, using_streams
 from simcache.invariants import check_all
 from simcache.pools import PendingCopy, kv_fingerprints, mamba_fingerprint
 from simcache.streams import CudaStreams

@@ -2,7 +2,6 @@
 appended), with double frees accepted and recorded, and leaks found by accounting."""
 from __future__ import annotations
 
-import pytest
 import torch
 from helpers import double_frees, free_lists, leaks, make_cache, snapshot
 

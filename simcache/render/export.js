@@ -1,9 +1,54 @@
-// simcache export page: swaps pre-rendered frames in and out. Data: the JSON block #simcache-data
-// (svgs and html are deduplicated strings; each frame names them by index). No network, no libraries.
+// simcache export page: swaps frames in and out. Data: the JSON block #simcache-data (svgs and html are
+// deduplicated strings; each frame names them by index). A long run's block is gzip + base64 and its "svgs" are
+// DOT text, drawn on demand by the inlined Graphviz WebAssembly build (global Viz), the last few kept. No network.
 (function () {
   "use strict";
-  var D = JSON.parse(document.getElementById("simcache-data").textContent);
+  var el = document.getElementById("simcache-data");
+  if (el.getAttribute("data-encoding") !== "gzip-base64") { simcacheStart(JSON.parse(el.textContent), null); return; }
+  var bin = atob(el.textContent.trim()), bytes = new Uint8Array(bin.length);
+  for (var b = 0; b < bin.length; b++) { bytes[b] = bin.charCodeAt(b); }
+  var text = new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  Promise.all([text, Viz.instance()]).then(function (r) { simcacheStart(JSON.parse(r[0]), r[1]); }, function (e) {
+    document.body.setAttribute("data-error", String(e));
+    throw e;
+  });
+})();
+
+function simcacheStart(D, viz) {
+  "use strict";
   var F0 = D.runs[0].frames, N = F0.length, cur = 0;
+  var drawn = new Map(), KEEP = 48;  // DOT index -> SVG text, most recently used last
+  function drawing(k) {
+    if (!D.dot) { return D.svgs[k]; }
+    var svg = drawn.get(k);
+    if (svg === undefined) {
+      svg = viz.renderString(D.svgs[k], { format: "svg" });
+      svg = svg.slice(svg.indexOf("<svg"));
+      if (drawn.size >= KEEP) { drawn.delete(drawn.keys().next().value); }
+    } else { drawn.delete(k); }
+    drawn.set(k, svg);
+    return svg;
+  }
+  var ahead = null;
+  function renderAhead() {  // while the reader looks, draw the frames a step or two away (one per tick)
+    if (!D.dot) { return; }
+    if (ahead !== null) { clearTimeout(ahead); }
+    var todo = [cur + 1, cur + 2, cur - 1, cur + 3, cur + 4, cur - 2];
+    function next() {
+      ahead = null;
+      while (todo.length) {
+        var i = todo.shift();
+        if (i < 0 || i >= N) { continue; }
+        var need = D.runs.map(function (r) { return r.frames[i].svg; })
+          .filter(function (k) { return !drawn.has(k); });
+        if (!need.length) { continue; }
+        need.forEach(function (k) { drawing(k); });
+        ahead = setTimeout(next, 0);
+        return;
+      }
+    }
+    ahead = setTimeout(next, 20);
+  }
   var $ = function (id) { return document.getElementById(id); };
   var slider = $("slider");
   slider.max = String(N - 1);
@@ -21,7 +66,7 @@
       var f = r.frames[cur], sec = $("run" + j);
       sec.querySelector(".caption").textContent = f.caption;
       var tree = sec.querySelector(".tree");
-      tree.innerHTML = D.svgs[f.svg];
+      tree.innerHTML = drawing(f.svg);
       if (f.focus !== null) {
         var g = tree.querySelector('g[id="n' + f.focus + '"]');
         if (g) { g.classList.add("focus"); }
@@ -39,6 +84,7 @@
     $("pos").textContent = "frame " + (cur + 1) + " / " + N + " \u00b7 step " + f.step + " \u00b7 op " + f.op;
     document.body.setAttribute("data-frame", String(cur));
     document.body.setAttribute("data-step", String(f.step));
+    renderAhead();
   }
 
   function stepOp(d) {
@@ -95,4 +141,5 @@
     if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
   });
   show(0);
-})();
+  document.body.setAttribute("data-ready", "1");
+}

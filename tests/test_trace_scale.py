@@ -1,0 +1,164 @@
+"""Traces that scale: events + checkpoints, snapshots rebuilt on demand, a memory ceiling, --ops windows, progress,
+and the compact export of a long run (DOT drawn in the page by the inlined Graphviz WebAssembly build).
+
+Story: ``run`` never builds a snapshot; a snapshot rebuilt for any micro-step, in any order, is the one a
+front-to-back replay gives; one ledger says who holds a node; a run that outgrows its memory limit stops with one
+sentence naming ``--ops``; ``--ops A:B`` traces only that window; a long run's page is small and steps in Chromium.
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from simcache import snapshot, trace
+from simcache.cli import main
+from simcache.simulate import simulate
+from simcache.state import held_by, holder_map, holders_of
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def small_workload(requests: int = 60) -> dict:
+    from bench_cache import workload
+
+    doc = workload(requests, seed=3, device_kv=96, host_kv=96)
+    doc["config"].update(device_mamba=16, host_mamba=32)
+    return doc
+
+
+def test_run_builds_no_snapshot(monkeypatch, capsys):
+    def refuse(*a, **k):
+        raise AssertionError("a snapshot was built")
+
+    monkeypatch.setattr(trace, "take", refuse)
+    monkeypatch.setattr(snapshot, "take", refuse)
+    assert main(["run", "scenario_c", "--preset", "pre_fix", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "assertion" and out["went_stale"] and out["first_violation"] is not None
+    assert main(["run", "scenario_c", "--preset", "pre_fix"]) == 0
+    assert "went stale" in capsys.readouterr().out
+
+
+def test_snapshots_rebuilt_in_any_order_equal_one_front_to_back_replay(tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(small_workload()))
+    run = simulate(str(path), "pre_fix")
+    t = run.trace
+    assert len(t.checkpoints) > 3 and len(t.snapshots) == len(t.steps) > 1000
+    all_snaps = list(t.snapshots)
+    order = list(range(len(t.steps)))
+    random.Random(0).shuffle(order)
+    for i in order[:60]:
+        t.snapshots._lru.clear()
+        assert t.snapshots[i] == all_snaps[i], i
+    assert t.snapshots[-1].tree_text == tuple(run.result["tree"])
+    assert t.snapshots[5:9] == all_snaps[5:9]
+
+
+def test_one_ledger_of_holders_agrees_with_itself_on_every_boundary():
+    from trace_cases import cases
+
+    from simcache.ops_run import execute
+    from simcache.versions import preset
+
+    seen = 0
+
+    def compare(i, cache, drv):
+        nonlocal seen
+        grouped = holder_map(cache)
+        for _, n in held_by(cache):
+            assert holders_of(cache, n) == grouped[n.id]
+            seen += 1
+
+    for case in [c for c in cases() if c[0].startswith("random/")][:80]:
+        sc = case[1]
+        execute(sc.config, sc.linearize(sc.parse_schedule(None)), preset(case[2]), on_step=compare)
+    assert seen > 500
+
+
+def test_a_run_over_the_memory_limit_stops_with_one_sentence(tmp_path, capsys):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(small_workload()))
+    with pytest.raises(trace.TraceLimitError, match=r"--ops A:B"):
+        simulate(str(path), "pre_fix", memory_limit_mb=1)
+    assert main(["run", str(path), "--memory-limit", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "memory limit of 1 MB" in err and "--ops" in err
+    assert main(["run", str(path), "--memory-limit", "-5"]) == 2
+    assert "--memory-limit takes megabytes" in capsys.readouterr().err
+
+
+def test_ops_window_traces_only_those_operations(capsys):
+    full = simulate("scenario_c", "pre_fix")
+    assert main(["run", "scenario_c", "--preset", "pre_fix", "--ops", "2:5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["operations"] == 3
+    window = simulate("scenario_c", "pre_fix", ops=(2, 5))
+    assert [o.index for o in window.trace.ops] == [2, 3, 4]
+    assert [o.status for o in window.trace.ops] == [o.status for o in full.trace.ops[2:5]]
+    assert window.trace.snapshots[-1].tree_text == full.trace.snapshots[full.trace.ops[4].last_step].tree_text
+    for bad, words in (("5", "--ops takes A:B"), ("a:b", "--ops takes A:B"), ("-1:3", "from 0"),
+                       ("999:", "starts past the end"), ("4:4", "is empty")):
+        assert main(["run", "scenario_c", f"--ops={bad}"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, (bad, err)
+
+
+def test_progress_bar_on_request(capsys):
+    assert main(["run", "scenario_c", "--progress"]) == 0
+    assert "simulating" in capsys.readouterr().err
+
+
+@pytest.mark.browser
+def test_a_long_runs_export_is_compact_and_steps_in_chromium(monkeypatch, tmp_path):
+    import simcache.export as export
+
+    monkeypatch.setattr(export, "DOT_LIMIT", 200)
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(small_workload(40)))
+    run = simulate(str(path), "pre_fix")
+    assert len(run.trace.steps) > 200
+    page_path = export.export_html(run, tmp_path / "long.html")
+    html = page_path.read_text()
+    assert 'data-encoding="gzip-base64"' in html and "Viz.js 3.31.0" in html and html.count("<script") == 2
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path="/usr/bin/chromium",
+                              args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = b.new_page()
+        errors, remote = [], []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route("**/*", lambda r: (remote.append(r.request.url), r.abort())
+                   if not r.request.url.startswith("file:") else r.continue_())
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("body[data-ready]", timeout=60_000)
+        steps = export.frame_steps(run.trace)
+        assert int(page.get_attribute("body", "data-step")) == steps[0]
+        assert page.locator("#run0 .tree svg g.node").count() > 0
+        page.click("#btn-next")
+        assert int(page.get_attribute("body", "data-step")) == steps[1]
+        page.click("#btn-last")
+        assert int(page.get_attribute("body", "data-step")) == steps[-1]
+        assert page.locator("#run0 .tree svg g.node").count() == len(run.result["tree"]) + 1  # + root
+        b.close()
+    assert errors == [] and remote == []
+
+
+def test_the_streamed_trace_hash_is_the_hash_of_the_whole_json_text():
+    import hashlib
+
+    from bench_trace import doc_for
+
+    from simcache.scenario import from_doc
+
+    t = simulate(from_doc(dict(name="w", **doc_for(60))), "pre_fix", snapshots=False).trace
+    assert len(t.steps) > 2048  # more than one chunk
+    whole = json.dumps([s.as_dict() for s in t.steps], sort_keys=True, default=str)
+    assert t.sha256() == hashlib.sha256(whole.encode()).hexdigest()
+    assert trace.Recorder().sha256() == hashlib.sha256(b"[]").hexdigest()
