@@ -167,7 +167,8 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
             recorder=None, on_step: Callable | None = None, device: str = "cpu") -> dict:
     """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
     cfg, ops = check_doc(doc)
-    return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step, device)
+    return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step,
+                   device=device)
 
 
 def apply_op(drv: Driver, i: int, op: dict) -> tuple[str, Crash | None]:
