@@ -27,17 +27,20 @@ _MASK = (1 << 62) - 1
 def kv_fingerprints(tokens: Sequence[int], start: int = 0) -> list[int]:
     """Fingerprints of the KV of ``tokens[start:]``, each a function of the whole prefix up to that token."""
     out, h = [], 0x9E3779B97F4A7C15
-    for i, t in enumerate(tokens):
-        h = ((h ^ (int(t) & 0xFFFFFFFF)) * 0x100000001B3 + i) & _MASK
-        if i >= start:
-            out.append(h)
-    return out
+    for i, t in enumerate(tokens):  # one pass; tokens are ints (operation files are validated)
+        h = ((h ^ (t & 0xFFFFFFFF)) * 0x100000001B3 + i) & _MASK
+        out.append(h)
+    return out[start:] if start else out
 
 
 def mamba_fingerprint(tokens: Sequence[int]) -> int:
     """Fingerprint of the Mamba state after ``tokens`` (a different function than the KV's)."""
-    fp = kv_fingerprints(tokens)
-    return ((fp[-1] if fp else 0) * 31 + len(tokens) + 7) & _MASK
+    return mamba_fingerprint_of(kv_fingerprints(tokens), len(tokens))
+
+
+def mamba_fingerprint_of(kv: Sequence[int], n: int) -> int:
+    """``mamba_fingerprint(tokens[:n])`` from ``kv = kv_fingerprints(tokens)`` (no second pass over the tokens)."""
+    return ((kv[n - 1] if n else 0) * 31 + n + 7) & _MASK
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class SlotPool:
         self.data = torch.zeros(size, dtype=torch.int64, device=self.device)
         if pin and self.device.type == "cpu" and torch.cuda.is_available():
             self.data = self.data.pin_memory()
+        # a CPU tensor's numpy view shares its memory: small writes and reads through it skip torch's per-call cost
+        self._np = self.data.numpy() if self.device.type == "cpu" else None
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
         self.double_frees: list[DoubleFree] = []
@@ -117,6 +122,9 @@ class SlotPool:
     # --- data ---
     def write(self, slots: Sequence[int], values: Sequence[int]) -> None:
         if slots:
+            if self._np is not None:
+                self._np[list(slots)] = list(values)
+                return
             idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
             self.data[idx] = torch.tensor(list(values), dtype=torch.int64, device=self.device)
 
@@ -125,6 +133,8 @@ class SlotPool:
             return []
         if self.device.type == "cpu" and torch.cuda.is_available():
             torch.cuda.synchronize()  # a side-stream copy into this pinned pool may still be in flight
+        if self._np is not None:
+            return self._np[list(slots)].tolist()
         idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
         return self.data[idx].cpu().tolist()
 
@@ -144,6 +154,9 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
                stream: torch.cuda.Stream | None = None) -> torch.cuda.Event | None:
     """Copy slot data between pools (tiers); on CUDA the copy runs on ``stream`` and returns its event."""
     if not src_slots:
+        return None
+    if stream is None and src._np is not None and dst._np is not None:
+        dst._np[list(dst_slots)] = src._np[list(src_slots)]
         return None
     s_idx = torch.tensor(list(src_slots), dtype=torch.int64, device=src.device)
     d_idx = torch.tensor(list(dst_slots), dtype=torch.int64, device=dst.device)
