@@ -32,11 +32,11 @@ from .evict_device import DeviceEviction
 from .evict_host import HostEviction
 from .hicache import HiCache
 from .keys import Key, child_key
-from .lru import LRUList
+from .lru import LRUList, OrderedLeafSet
 from .node import TreeNode
 from .pools import Pools
 from .requests import RequestCaching
-from .trace_hooks import SIMULATED_CODE, LeafSet, register, simulated
+from .trace_hooks import SIMULATED_CODE, register, simulated
 from .tree import TreeOps
 
 
@@ -60,8 +60,8 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.ongoing_prefetch: dict[str, tuple] = {}
         self.ongoing_backup: dict[int, tuple[TreeNode, bool]] = {}
         self.prefetch_loaded_tokens_by_reqid: dict[str, int] = {}
-        self.evictable_full_device_leaves = LeafSet("evictable_full_device_leaves")
-        self.evictable_full_host_leaves = LeafSet("evictable_full_host_leaves")
+        self.evictable_full_device_leaves = OrderedLeafSet("evictable_full_device_leaves")
+        self.evictable_full_host_leaves = OrderedLeafSet("evictable_full_host_leaves")
         self.warnings: list[str] = []  # the stale guards' log lines
         self.detach_count = 0  # stale references can only appear in an operation that detached something
         # When a list (``ops_run`` sets it), every detach appends (node, what its slot held, node had children) and
