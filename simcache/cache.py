@@ -31,7 +31,7 @@ from .errors import CacheAssertion
 from .evict_device import DeviceEviction
 from .evict_host import HostEviction
 from .hicache import HiCache
-from .keys import Key, child_key
+from .keys import Key
 from .lru import LRUList, OrderedLeafSet
 from .node import TreeNode
 from .pools import Pools
@@ -113,7 +113,8 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         return node
 
     def ck(self, key: Key) -> Hashable:
-        return child_key(key, self.page_size)
+        ps = self.page_size  # keys.child_key, inline (a hot path)
+        return key[0] if ps == 1 else tuple(key[:ps])
 
     def _attach(self, parent: TreeNode, node: TreeNode, key: Key | None = None) -> None:
         slot = self.ck(node.key if key is None else key)

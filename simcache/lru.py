@@ -90,22 +90,31 @@ class LRUList:
         return node is not None and node.id in self.cache
 
     def insert_mru(self, node: TreeNode) -> None:
-        self._require_state(node, "Inserting")
-        if node.id in self.cache:
+        if self.kind != "full":
+            self._require_state(node, "Inserting")
+        cache = self.cache
+        if node.id in cache:
             where = "host mamba lru list" if self.kind == "host_mamba" else "lru list"
             extra = "" if self.kind == "host_mamba" else f", existing node: self.cache[node.id].id={node.id}"
             raise CacheAssertion(f"Inserting node node.id={node.id} already in {where}{extra}")
-        link = _Link(node)
-        self.cache[node.id] = link
-        self._link_after(self.head, link)
-        self._notify("insert", node)
+        link = cache[node.id] = _Link(node)
+        head = self.head  # _link_after(head, link), inline: this is a hot path
+        link.prev, link.next = head, head.next
+        head.next.prev = link
+        head.next = link
+        if self.observer is not None:
+            self.observer(self.kind, "insert", node)
 
     def remove_node(self, node: TreeNode) -> None:
-        if node.id not in self.cache:
+        link = self.cache.get(node.id)
+        if link is None:
             raise self._absent(node, "Removing")
-        self._require_state(node, "Removing")
-        self._unlink(self.cache.pop(node.id))
-        self._notify("remove", node)
+        if self.kind != "full":
+            self._require_state(node, "Removing")
+        del self.cache[node.id]
+        link.prev.next, link.next.prev = link.next, link.prev
+        if self.observer is not None:
+            self.observer(self.kind, "remove", node)
 
     def force_remove(self, node: TreeNode) -> bool:
         """Unlink without the tombstone check (the review's "unconditional" cleanup); False if absent."""
@@ -117,12 +126,16 @@ class LRUList:
         return True
 
     def reset_node_mru(self, node: TreeNode) -> None:
-        if node.id not in self.cache:
+        link = self.cache.get(node.id)
+        if link is None:
             raise self._absent(node, "Resetting")
-        self._require_state(node, "Resetting")
-        link = self.cache[node.id]
-        self._unlink(link)
-        self._link_after(self.head, link)
+        if self.kind != "full":
+            self._require_state(node, "Resetting")
+        link.prev.next, link.next.prev = link.next, link.prev
+        head = self.head
+        link.prev, link.next = head, head.next
+        head.next.prev = link
+        head.next = link
 
     def reset_node_and_parents_mru(self, node: TreeNode, root: TreeNode) -> None:
         """Move ``node`` and its qualifying ancestors to the MRU end, each child ahead of its parent."""
@@ -203,22 +216,12 @@ class OrderedLeafSet(LeafSet):
         self.log: dict | None = None  # during an eviction round: node -> member at the round's start
 
     def add(self, node) -> None:
-        if node not in self:
-            log, heap = self.log, self.heap
-            if log is not None and node not in log:
-                log[node] = False
-            if heap is not None:
-                heapq.heappush(heap, (node.last_access_time, node))
-                if log is None and len(heap) > 2 * len(self) + _COMPACT_SLACK:
-                    self.compact()
+        heap = self.heap
+        if heap is not None and node not in self:
+            heapq.heappush(heap, (node.last_access_time, node))
+            if self.log is None and len(heap) > 2 * len(self) + _COMPACT_SLACK:
+                self.compact()
         super().add(node)
-
-    def discard(self, node) -> None:
-        if node in self:
-            log = self.log
-            if log is not None and node not in log:
-                log[node] = True
-        super().discard(node)
 
     def clear(self) -> None:
         super().clear()
@@ -235,6 +238,25 @@ class OrderedLeafSet(LeafSet):
         return self.heap is not None and self.log is None
 
 
+class _RoundLeafSet(OrderedLeafSet):
+    """An ``OrderedLeafSet`` during an eviction round: it also logs each node's membership at the round's start
+    (the class is switched for the round, so that ``discard`` costs nothing extra the rest of the time)."""
+
+    __slots__ = ()
+
+    def add(self, node) -> None:
+        log = self.log
+        if node not in log:
+            log[node] = node in self
+        OrderedLeafSet.add(self, node)
+
+    def discard(self, node) -> None:
+        log = self.log
+        if node not in log:
+            log[node] = node in self
+        LeafSet.discard(self, node)
+
+
 class EvictionRound:
     """One eviction call's walk over an ``OrderedLeafSet``, in the order of SGLang's per-call heap (see above)."""
 
@@ -246,6 +268,7 @@ class EvictionRound:
         self.defer: list = []  # entries kept for later calls
         self.consumed: set = set()
         self.log = leaves.log = {}
+        leaves.__class__ = _RoundLeafSet
 
     def next(self) -> TreeNode | None:
         """The next node to evict (a member now), or None when SGLang's heap would be empty."""
@@ -281,7 +304,7 @@ class EvictionRound:
 
     def close(self) -> None:
         leaves, heap = self.leaves, self.heap
-        leaves.log = None
+        leaves.__class__, leaves.log = OrderedLeafSet, None
         for x in self.defer:
             if x in leaves:
                 heapq.heappush(heap, (x.last_access_time, x))

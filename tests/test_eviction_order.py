@@ -74,7 +74,8 @@ def fuzz(n: int, seed: int):
 
 @pytest.mark.parametrize("version", ["pre_fix", "merged_fix", "followup_fix", "reviewed_fix"])
 def test_the_kept_order_evicts_what_a_heap_per_call_evicts_on_short_random_programs(version):
-    differ = [i for i, doc in enumerate(fuzz(300, seed=15)) if replay(doc, version, True) != replay(doc, version, False)]
+    differ = [i for i, doc in enumerate(fuzz(300, seed=15))
+              if replay(doc, version, True) != replay(doc, version, False)]
     assert differ == []
 
 
