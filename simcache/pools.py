@@ -15,6 +15,7 @@ tiers move the fingerprints, so the content of every cached prefix can be checke
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,12 @@ class PoolAccounting:
     shared: tuple[int, ...]
 
 
+@functools.lru_cache(maxsize=1)
+def _cuda() -> bool:
+    """``torch.cuda.is_available()``, asked once: a call costs tens of microseconds, and pools ask it often."""
+    return torch.cuda.is_available()
+
+
 def default_device() -> torch.device:
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
@@ -69,7 +76,7 @@ class SlotPool:
         self.name, self.size = name, size
         self.device = torch.device(device)
         self.data = torch.zeros(size, dtype=torch.int64, device=self.device)
-        if pin and self.device.type == "cpu" and torch.cuda.is_available():
+        if pin and self.device.type == "cpu" and _cuda():
             self.data = self.data.pin_memory()
         # a CPU tensor's numpy view shares its memory: small writes and reads through it skip torch's per-call cost
         self._np = self.data.numpy() if self.device.type == "cpu" else None
@@ -131,7 +138,7 @@ class SlotPool:
     def read(self, slots: Sequence[int]) -> list[int]:
         if not slots:
             return []
-        if self.device.type == "cpu" and torch.cuda.is_available():
+        if self.device.type == "cpu" and _cuda():
             torch.cuda.synchronize()  # a side-stream copy into this pinned pool may still be in flight
         if self._np is not None:
             return self._np[list(slots)].tolist()

@@ -71,9 +71,6 @@ def plan_for(scenario: Scenario, flags: Flags) -> Plan:
 _CONFIGS: dict[int, tuple[Plan, object]] = {}  # id(plan) -> (plan, its cache config): built once per plan
 
 
-_PROTOS: dict[int, tuple[Plan, Machine]] = {}  # id(plan) -> (plan, a fresh machine to clone)
-
-
 def _config(plan: Plan):
     got = _CONFIGS.get(id(plan))
     if got is None or got[0] is not plan:
@@ -116,20 +113,9 @@ class Machine:
             self._apply({"op": "inject", "nodes": list(plan.initial)})
 
     @classmethod
-    def fresh(cls, plan: Plan) -> Machine:
-        """A new machine for ``plan`` (no KV data): a clone of one built per plan, several times cheaper than
-        building the cache, its pools and its LRU lists again."""
-        got = _PROTOS.get(id(plan))
-        if got is None or got[0] is not plan:
-            if len(_PROTOS) > 64:
-                _PROTOS.clear()
-            got = _PROTOS[id(plan)] = (plan, cls(plan))
-        return got[1].clone()
-
-    @classmethod
     def replay(cls, plan: Plan, turns) -> Machine:
         """A machine after ``turns`` (actor indices), stopped early at a crash."""
-        m = cls.fresh(plan)
+        m = cls(plan)
         for i in turns:
             if m.crash is not None:
                 break
