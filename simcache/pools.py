@@ -72,6 +72,8 @@ def default_device() -> torch.device:
 class SlotPool:
     """A free list of ``size`` slots over a data tensor on ``device``."""
 
+    keeps_data = True  # False where write/read are no-ops (the explorer's machines): callers skip the fingerprints
+
     def __init__(self, name: str, size: int, device: torch.device | str = "cpu", pin: bool = False) -> None:
         self.name, self.size = name, size
         self.device = torch.device(device)

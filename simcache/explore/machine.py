@@ -101,7 +101,7 @@ class Machine:
         self.cache = HiMambaRadixCache(_config(plan))
         if not data:
             for pool in self.cache.pools.all().values():
-                pool.write, pool.read = _no_write, _zeros
+                pool.write, pool.read, pool.keeps_data = _no_write, _zeros, False
             self.cache.controller._copy = _no_copy
         self.driver = Driver(self.cache, scheduler=plan.config.get("driver") == "scheduler")
         self.index, self.crash = 0, None
