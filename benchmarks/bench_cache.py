@@ -1,16 +1,25 @@
-"""Cache operations per second on a seeded realistic workload; tracing overhead; against SGLang's real code.
+"""Cache operations per second on a seeded realistic workload, against SGLang's real code run the same way.
 
-    .venv/bin/python benchmarks/bench_cache.py [--requests 3000] [--oracle ../shared/tools/sglang_oracle]
+    .venv/bin/python benchmarks/bench_cache.py [--requests 2000] [--rounds 3] [--oracle DIR] [--vendor DIR]
 
-Every figure is a ratio measured in this one run (the baseline is simcache with tracing off). The comparison
-with the real code runs the same OPS.json through the oracle (SGLang's own cache on CPU) when its vendor/ files
-are set up (``--vendor`` or ``$SGLANG_ORACLE_VENDOR``), and is skipped with a message otherwise.
+What is timed (every figure is a ratio measured in this one run, the sides alternating A B C A B C ..., medians):
+- SGLang's real code as a *bare loop*: the oracle's real cache built over its fake pools and controller
+  (``shared/tools/sglang_oracle``), driven by the oracle's own driver, with only the op loop inside the timer. None
+  of the oracle's per-op instrumentation runs (stale-reference scans, status letters, JSON state). The oracle is
+  imported at run time from ``--oracle`` and its SGLang files from ``--vendor`` / ``$SGLANG_ORACLE_VENDOR``; when
+  either is missing the row is skipped with the reason. Nothing from SGLang is part of simcache.
+- simcache's ``Driver.apply`` loop the same way (tracing off, only the op loop timed);
+- simcache's public replay entry point ``run_ops(doc, preset)`` as a whole: validation, the loop, the result.
+The end states (canonical tree, tree slots, every pool's free list) are asserted identical before any timing.
+Then: tracing overhead, and scale (10x and 100x the requests: time and peak memory).
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import random
+import statistics
 import sys
 import time
 import tracemalloc
@@ -18,13 +27,20 @@ import tracemalloc
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from simcache.ops_run import run_ops  # noqa: E402
+from simcache.cache import HiMambaRadixCache  # noqa: E402
+from simcache.driver import Driver, Skip  # noqa: E402
+from simcache.ops_run import build_config, check_doc, run_ops  # noqa: E402
+from simcache.state import tree_lines, tree_slot_lines  # noqa: E402
 from simcache.trace import Recorder  # noqa: E402
+from simcache.versions import preset as preset_flags  # noqa: E402
+
+PRESET = "followup_fix"
 
 
-def workload(n_requests: int, seed: int = 0, device_kv: int = 1024, host_kv: int = 2048) -> dict:
-    """Shared system prompts, multi-turn chats extending earlier prompts, random lengths; regular acks and
-    evictions; write-through with L3 storage off."""
+def workload(n_requests: int, seed: int = 0, device_kv: int = 1024, host_kv: int = 2048, page_size: int = 1,
+             policy: str = "write_through_selective") -> dict:
+    """Multi-turn chats over a few shared system prompts, random lengths; regular controller acks and device
+    evictions; L3 storage off."""
     rng = random.Random(seed)
     systems = [[1000 + 37 * s + i for i in range(rng.randint(8, 24))] for s in range(6)]
     chats: list[list[int]] = []
@@ -44,97 +60,206 @@ def workload(n_requests: int, seed: int = 0, device_kv: int = 1024, host_kv: int
             ops.append({"op": "events"})
         if r % 50 == 49:
             ops.append({"op": "evict", "n": device_kv // 8})
-    cfg = dict(policy="write_through", storage=False, device_kv=device_kv, device_mamba=256, host_kv=host_kv,
-               host_mamba=512, load_back_threshold=10)
+    cfg = dict(policy=policy, storage=False, page_size=page_size, device_kv=device_kv, device_mamba=256,
+               host_kv=host_kv, host_mamba=512, load_back_threshold=10)
     return {"config": cfg, "ops": ops}
 
 
-def timed(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
+# --- simcache, timed the same way as the real code ---
+def sim_loop(doc: dict, preset: str = PRESET):
+    """(seconds of the bare ``Driver.apply`` loop, cache)."""
+    cfg, ops = check_doc(doc)
+    cache = HiMambaRadixCache(build_config(cfg, preset_flags(preset)))
+    drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
+    apply = drv.apply
+    t = time.perf_counter()
+    for i, op in enumerate(ops):
+        try:
+            apply(op, i)
+        except Skip:
+            pass
+    return time.perf_counter() - t, cache
+
+
+def sim_state(cache) -> dict:
+    return dict(tree=tree_lines(cache), tree_slots=tree_slot_lines(cache),
+                free={n: list(p.free_slots) for n, p in cache.pools.all().items()})
+
+
+def sim_run_ops(doc: dict, preset: str = PRESET, clock=time.perf_counter):
+    t = clock()
+    res = run_ops(doc, preset)
+    return clock() - t, res
+
+
+# --- SGLang's real code (the oracle's cache and fakes, no per-op instrumentation) ---
+class RealCode:
+    """SGLang's real HiMambaRadixCache over the oracle's fakes, driven by the oracle's driver in a bare loop."""
+
+    def __init__(self, oracle, mods) -> None:
+        self.oracle, self.mods = oracle, mods
+
+    @classmethod
+    def load(cls, oracle_dir: str, vendor: str | None, preset: str = PRESET):
+        """(RealCode, None), or (None, the reason it cannot run here)."""
+        if not os.path.isfile(os.path.join(oracle_dir, "oracle.py")):
+            return None, f"the oracle is not at {os.path.abspath(oracle_dir)} (give --oracle DIR)"
+        vendor = vendor or os.environ.get("SGLANG_ORACLE_VENDOR") or os.path.join(oracle_dir, "vendor")
+        if not os.path.isfile(os.path.join(vendor, preset, "hi_mamba_radix_cache.py")):
+            return None, (f"SGLang's files for {preset} are not in {os.path.abspath(vendor)} (see the oracle's "
+                          f"README; give --vendor DIR or set SGLANG_ORACLE_VENDOR)")
+        sys.path.insert(0, os.path.abspath(oracle_dir))
+        try:
+            import oracle  # type: ignore
+
+            logging.disable(logging.CRITICAL)
+            mods, _ = oracle.load(preset, vendor)
+        except (Exception, SystemExit) as e:  # noqa: BLE001
+            return None, f"the oracle could not load ({e})"
+        return cls(oracle, mods), None
+
+    def loop(self, doc: dict):
+        """(seconds of the bare op loop, env)."""
+        o = self.oracle
+        cfg, ops = o.check_doc(doc)
+        env = o.Env(self.mods, cfg, max_ctx=max([len(op.get("tokens", ())) for op in ops] + [8]))
+        drv = o.Driver(env)
+        apply, skip = drv.apply, o.Skip
         t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        for i, op in enumerate(ops):
+            try:
+                apply(op, i)
+            except skip:
+                pass
+        return time.perf_counter() - t, env
+
+    @staticmethod
+    def state(env) -> dict:
+        tree, slots = env.canonical_tree()
+        return dict(tree=tree, tree_slots=slots, free={p: [int(x) for x in pool.free_slots]
+                                                       for p, pool in env.pools().items()})
 
 
-def oracle_runner(oracle_dir: str, vendor: str | None):
-    """A function that runs a doc through SGLang's real code, or None and the reason."""
-    vendor = vendor or os.environ.get("SGLANG_ORACLE_VENDOR") or os.path.join(oracle_dir, "vendor")
-    if not os.path.isfile(os.path.join(vendor, "pre_fix", "hi_mamba_radix_cache.py")):
-        return None, f"the oracle's SGLang files are not set up in {vendor} (see its README)"
-    sys.path.insert(0, os.path.abspath(oracle_dir))
-    try:
-        import logging
+def default_oracle() -> str:
+    """``shared/tools/sglang_oracle`` next to the repository (``../shared``), or next to a folder above it."""
+    d = os.path.dirname(HERE)
+    for _ in range(3):
+        d = os.path.dirname(d)
+        cand = os.path.join(d, "shared", "tools", "sglang_oracle")
+        if os.path.isdir(cand):
+            return cand
+    return os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "tools", "sglang_oracle")
 
-        import oracle  # type: ignore
 
-        logging.disable(logging.CRITICAL)
-        mods, _ = oracle.load("pre_fix", vendor)
-    except Exception as e:  # noqa: BLE001
-        return None, f"the oracle could not load ({e})"
-    return (lambda doc: oracle.run(mods, doc)), None
+def alternate(sides: dict, rounds: int) -> dict:
+    """Run each side once per round, in turn (A B C A B C ..): {name: median seconds}."""
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            times[name].append(fn()[0])
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def speed_rows(a, real: RealCode | None, why: str | None) -> list[str]:
+    rows = []
+    for ps in (1, 16):
+        doc = workload(a.requests, a.seed, page_size=ps)
+        n = len(doc["ops"])
+        _, cache = sim_loop(doc)
+        res = run_ops(doc, PRESET)
+        mine = sim_state(cache)
+        assert mine == dict(tree=res["tree"], tree_slots=res["tree_slots"], free=res["free"]), "run_ops != loop"
+        sides = {"loop": lambda d=doc: sim_loop(d), "run_ops": lambda d=doc: sim_run_ops(d)}
+        same = "not compared"
+        if real is not None:
+            _, env = real.loop(doc)
+            theirs = real.state(env)
+            if theirs != mine:
+                bad = [k for k in mine if mine[k] != theirs[k]]
+                raise SystemExit(f"page size {ps}: simcache's end state differs from the real code's in {bad}")
+            same = "identical"
+            sides = {"real": lambda d=doc: real.loop(d), **sides}
+        med = alternate(sides, a.rounds)
+        head = f"| {ps} | {n:,} | {res['outcome']}, {len(res['tree'])} nodes, end states {same} |"
+        if real is None:
+            rows.append(f"{head} skipped: {why} | {med['loop']:.3f} s | {med['run_ops']:.3f} s | - |")
+        else:
+            r = med["real"]
+            loop, ro = med["loop"], med["run_ops"]
+            rows.append(f"{head} {r:.3f} s ({n / r:,.0f} ops/s) | {loop:.3f} s ({n / loop:,.0f} ops/s) | "
+                        f"{ro:.3f} s ({n / ro:,.0f} ops/s) | **{r / loop:.2f}×** (loop), "
+                        f"**{r / ro:.2f}×** (`run_ops`) |")
+    return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=3000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--oracle", default=os.path.join(HERE, "..", "..", "shared", "tools", "sglang_oracle"))
-    ap.add_argument("--vendor")
+    ap.add_argument("--requests", type=int, default=2000, help="requests in the realistic workload (default 2000)")
+    ap.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per figure; medians (default 3)")
+    ap.add_argument("--oracle", default=default_oracle(),
+                    help="the sglang_oracle folder (default: shared/tools/sglang_oracle beside the repository or "
+                         "beside a folder above it)")
+    ap.add_argument("--vendor", help="folder with SGLang's files per preset (default $SGLANG_ORACLE_VENDOR, else "
+                                     "the oracle's vendor/)")
+    ap.add_argument("--skip-scale", action="store_true", help="only the comparison with the real code")
+    ap.add_argument("--only-scale", action="store_true", help="only the scale rows")
     a = ap.parse_args()
-    doc = workload(a.requests, a.seed)
-    n_ops = len(doc["ops"])
-    res = run_ops(doc, "pre_fix")
-    print(f"workload: {a.requests} requests, {n_ops} operations, outcome {res['outcome']}, "
-          f"final tree {len(res['tree'])} nodes")
-    base = timed(lambda: run_ops(doc, "pre_fix"))
+    if a.only_scale:
+        return scale(a)
+    real, why = RealCode.load(a.oracle, a.vendor)
+    print(f"## simcache against SGLang's real code ({PRESET}), {a.requests:,} requests, write-through-selective, "
+          f"tracing off; medians of {a.rounds} alternating rounds\n")
+    print("| page size | ops | result | SGLang real code, bare loop | simcache `Driver.apply` loop | simcache "
+          "`run_ops` | simcache / real throughput |\n|---|---|---|---|---|---|---|")
+    print("\n".join(speed_rows(a, real, why)))
+    if a.skip_scale:
+        return 0
     small = workload(max(200, a.requests // 10), a.seed)
-    small_base = timed(lambda: run_ops(small, "pre_fix"))
-    t_trace = timed(lambda: run_ops(small, "pre_fix", recorder=Recorder(snapshots=False, invariants=False)), 1)
     tiny = workload(30, a.seed, device_kv=128, host_kv=256)  # teaching size: the player's and notebooks' scale
-    tiny_base = timed(lambda: run_ops(tiny, "pre_fix"))
-    t_full = timed(lambda: run_ops(tiny, "pre_fix", recorder=Recorder(snapshots=True, invariants=True)), 1)
-    print("\n| what | time | ops/s | ratio to baseline |\n|---|---|---|---|")
-    print(f"| simcache, tracing off (baseline) | {base:.3f} s | {n_ops / base:,.0f} | 1.00 |")
-    run, why = oracle_runner(a.oracle, a.vendor)
-    if run is None:
-        print(f"| SGLang's real code (oracle) | skipped: {why} | | |")
-    else:
-        real = run(doc)
-        same = real["outcome"] == res["outcome"] and real["tree"] == res["tree"]
-        t_real = timed(lambda: run(doc))
-        print(f"| SGLang's real code (oracle, same ops; results {'identical' if same else 'DIFFER'}) | "
-              f"{t_real:.3f} s | {n_ops / t_real:,.0f} | {t_real / base:.2f} |")
-    ns = len(small["ops"])
-    print(f"| small workload ({ns} ops), tracing off | {small_base:.3f} s | {ns / small_base:,.0f} | 1.00 |")
-    print(f"| small workload, micro-step trace | {t_trace:.3f} s | {ns / t_trace:,.0f} | {t_trace / small_base:.1f} |")
-    nt = len(tiny["ops"])
-    print(f"| teaching-size workload ({nt} ops), tracing off | {tiny_base:.4f} s | {nt / tiny_base:,.0f} | 1.00 |")
-    print(f"| teaching-size, trace + snapshot every micro-step + invariants | {t_full:.3f} s | {nt / t_full:,.0f} | "
-          f"{t_full / tiny_base:.1f} |")
-    print("\nscale (tracing off): work x10, x100 -> time and peak memory")
-    print("| requests | ops | time | ratio | peak MiB |\n|---|---|---|---|---|")
-    first = None
-    for n in (a.requests // 100 or 10, a.requests // 10, a.requests):
-        d = workload(n, a.seed, device_kv=max(64, n // 3), host_kv=max(128, 2 * n // 3))
-        t = timed(lambda d=d: run_ops(d, "pre_fix"), 1)
-        tracemalloc.start()  # memory in a second run: tracemalloc slows Python down several times
-        run_ops(d, "pre_fix")
+    med = alternate({"off": lambda: sim_run_ops(small),
+                     "trace": lambda: _timed(lambda: run_ops(small, PRESET, recorder=Recorder(snapshots=False,
+                                                                                           invariants=False)))},
+                    a.rounds)
+    med_t = alternate({"off": lambda: sim_run_ops(tiny),
+                       "full": lambda: _timed(lambda: run_ops(tiny, PRESET, recorder=Recorder(snapshots=True,
+                                                                                               invariants=True)))},
+                      a.rounds)
+    print("\n## Tracing overhead (`run_ops`)\n\n| workload | tracing off | traced | ratio |\n|---|---|---|---|")
+    print(f"| {len(small['ops'])} ops, micro-step trace | {med['off']:.3f} s | {med['trace']:.3f} s | "
+          f"{med['trace'] / med['off']:.1f}× |")
+    print(f"| teaching size, {len(tiny['ops'])} ops, trace + snapshot every micro-step + invariants | "
+          f"{med_t['off']:.4f} s | {med_t['full']:.3f} s | {med_t['full'] / med_t['off']:.0f}× |")
+    return scale(a)
+
+
+def scale(a) -> int:
+    print("\n## Scale (`run_ops`, tracing off; pools grow with the work beyond the realistic workload's)\n")
+    print("| requests | ops | CPU time | time ratio | peak MiB | memory ratio |\n|---|---|---|---|---|---|")
+    base = max(100, a.requests // 4)  # warm: by then the pools are full and evictions steady
+    # pools never smaller than the realistic workload's (a request must fit), growing with the work beyond that:
+    # more leaves, which is what made SGLang's heap per eviction call cost more per operation
+    docs = [workload(n, a.seed, device_kv=max(1024, n // 3), host_kv=max(2048, 2 * n // 3), page_size=1)
+            for n in (base, base * 10, base * 100)]
+    # one run each (long runs), timed in this process's CPU time: sizes cannot alternate, and on a shared machine
+    # wall time over minutes mostly measures the other processes
+    med = alternate({i: (lambda d=d: sim_run_ops(d, clock=time.process_time)) for i, d in enumerate(docs)}, 1)
+    first_t = first_m = None
+    for i, d in enumerate(docs):
+        tracemalloc.start()  # memory in a separate run: tracemalloc slows Python down several times
+        run_ops(d, PRESET)
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
-        first = first or t
-        print(f"| {n} | {len(d['ops'])} | {t:.3f} s | {t / first:.1f} | {peak:.1f} |")
-    print("\ntrace length (micro-steps) vs time, snapshots on")
-    print("| requests | micro-steps | time | ratio |\n|---|---|---|---|")
-    first = None
-    for n in (20, 200):
-        d = workload(n, a.seed, device_kv=128, host_kv=256)
-        rec = Recorder(snapshots=True, invariants=False)
-        t = timed(lambda d=d, rec=rec: run_ops(d, "pre_fix", recorder=rec), 1)
-        first = first or t
-        print(f"| {n} | {len(rec.steps)} | {t:.3f} s | {t / first:.1f} |")
+        first_t, first_m = first_t or med[i], first_m or peak
+        print(f"| {base * 10 ** i:,} | {len(d['ops']):,} | {med[i]:.3f} s | {med[i] / first_t:.1f}× | {peak:.1f} | "
+              f"{peak / first_m:.1f}× |")
     return 0
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
 
 
 if __name__ == "__main__":

@@ -31,12 +31,12 @@ from .errors import CacheAssertion
 from .evict_device import DeviceEviction
 from .evict_host import HostEviction
 from .hicache import HiCache
-from .keys import Key, child_key
-from .lru import LRUList
+from .keys import Key
+from .lru import LRUList, OrderedLeafSet
 from .node import TreeNode
 from .pools import Pools
 from .requests import RequestCaching
-from .trace_hooks import LeafSet, register, simulated
+from .trace_hooks import SIMULATED_CODE, register, simulated
 from .tree import TreeOps
 
 
@@ -45,7 +45,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.config = config = config or CacheConfig()
         self.flags = config.flags
         self.page_size = config.page_size
-        self.recorder = recorder
+        self.recorder = recorder  # also picks the class: see ``_UntracedCache``
         self.pools = Pools.create(config.device_kv, config.device_mamba, config.host_kv, config.host_mamba,
                                   config.device)
         self.controller = CacheController(self.pools, config.policy, config.page_size, config.auto_complete)
@@ -60,10 +60,13 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.ongoing_prefetch: dict[str, tuple] = {}
         self.ongoing_backup: dict[int, tuple[TreeNode, bool]] = {}
         self.prefetch_loaded_tokens_by_reqid: dict[str, int] = {}
-        self.evictable_full_device_leaves = LeafSet("evictable_full_device_leaves")
-        self.evictable_full_host_leaves = LeafSet("evictable_full_host_leaves")
+        self.evictable_full_device_leaves = OrderedLeafSet("evictable_full_device_leaves")
+        self.evictable_full_host_leaves = OrderedLeafSet("evictable_full_host_leaves")
         self.warnings: list[str] = []  # the stale guards' log lines
         self.detach_count = 0  # stale references can only appear in an operation that detached something
+        # When a list (``ops_run`` sets it), every detach appends (node, what its slot held, node had children) and
+        # every attach that displaces another node appends (displaced, None, None): the cheap stale check's input.
+        self.cuts: list | None = None
         self.crashed = None  # set by the driver when a simulated assertion ends the run
         # Node ids and the logical clock follow SGLang's construction order (LRU sentinels are nodes there),
         # so ids in assertion messages and access-time order match the real code's.
@@ -78,6 +81,20 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.mamba_lru_list = LRUList("mamba")
         self.full_evictable_size_ = self.full_protected_size_ = 0
         self.mamba_evictable_size_ = self.mamba_protected_size_ = 0
+
+    @property
+    def recorder(self):
+        return self._recorder
+
+    @recorder.setter
+    def recorder(self, rec) -> None:
+        """Attaching a recorder switches to the traced methods; detaching it, back to the unwrapped ones."""
+        self._recorder = rec
+        if type(self) in (HiMambaRadixCache, _UntracedCache):
+            self.__class__ = HiMambaRadixCache if rec is not None else _UntracedCache
+            cc = self.__dict__.get("controller")
+            if cc is not None:  # its bound hooks must call this class's methods
+                cc.evict_mamba_host, cc.evict_mamba = self.evict_mamba_host, self.evict_mamba
 
     # --- ids, clock, attachment ---
     def _reserve(self, n: int) -> None:
@@ -96,12 +113,15 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         return node
 
     def ck(self, key: Key) -> Hashable:
-        return child_key(key, self.page_size)
+        ps = self.page_size  # keys.child_key, inline (a hot path)
+        return key[0] if ps == 1 else tuple(key[:ps])
 
     def _attach(self, parent: TreeNode, node: TreeNode, key: Key | None = None) -> None:
         slot = self.ck(node.key if key is None else key)
         replaced = parent.children.get(slot)
         parent.children[slot] = node
+        if replaced is not None and replaced is not node and self.cuts is not None:
+            self.cuts.append((replaced, None, None))
         if self.recorder is not None:
             self.recorder.event("attach", node=node, parent=parent, slot=slot, replaced=replaced)
 
@@ -110,6 +130,8 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         slot = self.ck(node.key)
         popped = parent.children.pop(slot, None)
         self.detach_count += 1
+        if self.cuts is not None:
+            self.cuts.append((node, popped, bool(node.children)))
         if self.recorder is not None:
             self.recorder.event("detach", node=node, parent=parent, slot=slot, popped=popped)
         return popped
@@ -229,3 +251,21 @@ for _m in (HiMambaRadixCache._update_leaf_status, HiMambaRadixCache._update_full
            LRUList.insert_mru, LRUList.remove_node,
            LRUList.reset_node_mru, LRUList.reset_node_and_parents_mru, LRUList.get_prev_no_lock):
     register(_m)
+
+
+class _UntracedCache(HiMambaRadixCache):
+    """The same cache with every ``@simulated`` method unwrapped (the recorder hook is gone, not just idle): the
+    class of a cache without a recorder. Names in call stacks and ``raised_in`` come from the wrapped functions'
+    code objects, so they are the same in both classes."""
+
+
+def _unwrap_simulated() -> None:
+    for klass in reversed(HiMambaRadixCache.__mro__):
+        for name, attr in vars(klass).items():
+            raw = getattr(attr, "__wrapped__", None)
+            if raw is not None and getattr(raw, "__code__", None) in SIMULATED_CODE:
+                setattr(_UntracedCache, name, raw)
+
+
+_unwrap_simulated()
+_UntracedCache.__name__ = "HiMambaRadixCache"

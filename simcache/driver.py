@@ -22,7 +22,7 @@ from .cache import HiMambaRadixCache
 from .config import CacheConfig
 from .errors import ScenarioError
 from .keys import child_key
-from .pools import kv_fingerprints, mamba_fingerprint
+from .pools import kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
 from .requests import Request
 from .trace_hooks import SIMULATED_CODE, simulated_frames
 
@@ -143,10 +143,12 @@ class Driver:
             c.dec_lock_ref(last)
             raise Skip("u")
         # the "model" computes KV for the new tokens and the Mamba states; each is a function of its prefix
-        pools.device_kv.write(new, kv_fingerprints(tokens, start=len(prefix)))
-        pools.device_mamba.write(m, [mamba_fingerprint(tokens)])
-        if trk is not None:
-            pools.device_mamba.write(trk, [mamba_fingerprint(tokens[: tracked or 0])])
+        if pools.device_kv.keeps_data:  # (the explorer's machines keep none: nothing to compute)
+            fps = kv_fingerprints(tokens)
+            pools.device_kv.write(new, fps[len(prefix) :])
+            pools.device_mamba.write(m, [mamba_fingerprint_of(fps, len(tokens))])
+            if trk is not None:
+                pools.device_mamba.write(trk, [mamba_fingerprint_of(fps, tracked or 0)])
         req.rid = rid or f"r{self.nreq}"
         self.nreq += 1
         req.kv = prefix + new

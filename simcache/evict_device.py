@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 
 from .errors import CacheAssertion
+from .lru import EvictionRound
 from .node import TreeNode
 from .trace_hooks import simulated
 
@@ -18,7 +19,23 @@ class DeviceEviction:
     @simulated
     def evict(self, num_tokens: int = 0, mamba_num: int = 0) -> tuple[int, int]:
         full_evicted = mamba_evicted = 0
-        if num_tokens > 0:
+        leaves = self.evictable_full_device_leaves
+        if num_tokens > 0 and leaves.ordered():  # the same victims in the same order, without a heap per call
+            walk = EvictionRound(leaves)
+            try:
+                while full_evicted < num_tokens:
+                    x = walk.next()
+                    if x is None:
+                        break
+                    f, m = self._evict_device_leaf(x)
+                    full_evicted += f
+                    mamba_evicted += m
+                    parent = x.parent
+                    if parent in leaves:
+                        walk.push_parent(parent)
+            finally:
+                walk.close()
+        elif num_tokens > 0:  # SGLang's own way: a heap over every leaf, per call
             heap = [(n.last_access_time, n) for n in self.evictable_full_device_leaves]
             heapq.heapify(heap)
             while full_evicted < num_tokens and heap:

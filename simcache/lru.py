@@ -13,10 +13,12 @@ Membership is by node id (``in_list``), exactly as SGLang tests it. Assertion te
 """
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 
 from .errors import CacheAssertion
 from .node import TreeNode
+from .trace_hooks import LeafSet
 
 
 class _Link:
@@ -88,22 +90,31 @@ class LRUList:
         return node is not None and node.id in self.cache
 
     def insert_mru(self, node: TreeNode) -> None:
-        self._require_state(node, "Inserting")
-        if node.id in self.cache:
+        if self.kind != "full":
+            self._require_state(node, "Inserting")
+        cache = self.cache
+        if node.id in cache:
             where = "host mamba lru list" if self.kind == "host_mamba" else "lru list"
             extra = "" if self.kind == "host_mamba" else f", existing node: self.cache[node.id].id={node.id}"
             raise CacheAssertion(f"Inserting node node.id={node.id} already in {where}{extra}")
-        link = _Link(node)
-        self.cache[node.id] = link
-        self._link_after(self.head, link)
-        self._notify("insert", node)
+        link = cache[node.id] = _Link(node)
+        head = self.head  # _link_after(head, link), inline: this is a hot path
+        link.prev, link.next = head, head.next
+        head.next.prev = link
+        head.next = link
+        if self.observer is not None:
+            self.observer(self.kind, "insert", node)
 
     def remove_node(self, node: TreeNode) -> None:
-        if node.id not in self.cache:
+        link = self.cache.get(node.id)
+        if link is None:
             raise self._absent(node, "Removing")
-        self._require_state(node, "Removing")
-        self._unlink(self.cache.pop(node.id))
-        self._notify("remove", node)
+        if self.kind != "full":
+            self._require_state(node, "Removing")
+        del self.cache[node.id]
+        link.prev.next, link.next.prev = link.next, link.prev
+        if self.observer is not None:
+            self.observer(self.kind, "remove", node)
 
     def force_remove(self, node: TreeNode) -> bool:
         """Unlink without the tombstone check (the review's "unconditional" cleanup); False if absent."""
@@ -115,12 +126,16 @@ class LRUList:
         return True
 
     def reset_node_mru(self, node: TreeNode) -> None:
-        if node.id not in self.cache:
+        link = self.cache.get(node.id)
+        if link is None:
             raise self._absent(node, "Resetting")
-        self._require_state(node, "Resetting")
-        link = self.cache[node.id]
-        self._unlink(link)
-        self._link_after(self.head, link)
+        if self.kind != "full":
+            self._require_state(node, "Resetting")
+        link.prev.next, link.next.prev = link.next, link.prev
+        head = self.head
+        link.prev, link.next = head, head.next
+        head.next.prev = link
+        head.next = link
 
     def reset_node_and_parents_mru(self, node: TreeNode, root: TreeNode) -> None:
         """Move ``node`` and its qualifying ancestors to the MRU end, each child ahead of its parent."""
@@ -165,3 +180,133 @@ class LRUList:
 
     def ids_mru_to_lru(self) -> list[int]:
         return [n.id for n in self.mru_to_lru()]
+
+
+# --- eviction order over a leaf set, kept between calls ---------------------------------------------------------
+#
+# SGLang's ``evict`` and ``evict_host`` build a heap of ``(last_access_time, node)`` over the whole leaf set on every
+# call, pop the oldest, skip a popped node no longer in the set, and push a victim's parent when it became a leaf.
+# ``OrderedLeafSet`` keeps that heap between calls instead (one entry pushed per add; entries are checked when
+# popped), and ``EvictionRound`` walks it so that one call visits exactly the nodes, in exactly the order, that the
+# per-call heap would:
+# - Ties: two distinct nodes never share an access time. Every time is a clock tick (each tick is given to one
+#   node) or, on a matched path, ``tick - k * 0.00001`` for the k-th ancestor (k >= 1: not a whole number, and
+#   distinct ticks differ by whole numbers). So the per-call heap's order is the sorted order, whatever heapq does
+#   with ties, and only entries of the same node can compare equal (either order gives the same run).
+# - Times only grow (a new tick exceeds every earlier time, and a path value stays above the previous tick while
+#   the path has fewer than 50,000 nodes; ``TreeOps`` turns the kept order off for good otherwise). An entry whose
+#   time is out of date is therefore early: when popped it is pushed again with the node's current time.
+# - Times do not change during an eviction call (no eviction path matches, inserts or splits).
+# - The per-call heap holds the set's members at the start of the call, once each, plus the parents pushed during
+#   the call. A round logs each node's membership at the start (its first add or discard in the call), lets a
+#   member's start-of-call entry act once (``consumed``), and sets aside entries of nodes that joined during the
+#   call (for later calls): those nodes are visited in this call only through a pushed parent entry, as in SGLang.
+
+_COMPACT_SLACK = 64
+
+
+class OrderedLeafSet(LeafSet):
+    """A leaf set that also keeps its members in a heap by access time (see above). ``heap is None``: not kept."""
+
+    __slots__ = ("heap", "log")
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.heap: list | None = []
+        self.log: dict | None = None  # during an eviction round: node -> member at the round's start
+
+    def add(self, node) -> None:
+        heap = self.heap
+        if heap is not None and node not in self:
+            heapq.heappush(heap, (node.last_access_time, node))
+            if self.log is None and len(heap) > 2 * len(self) + _COMPACT_SLACK:
+                self.compact()
+        super().add(node)
+
+    def clear(self) -> None:
+        super().clear()
+        if self.heap is not None:
+            self.heap = []
+
+    def compact(self) -> None:
+        """Drop the entries of former members and out-of-date times (between rounds only)."""
+        self.heap = [(n.last_access_time, n) for n in self]
+        heapq.heapify(self.heap)
+
+    def ordered(self) -> bool:
+        """True when a round can run: the order is kept and no round is under way (SGLang never nests them)."""
+        return self.heap is not None and self.log is None
+
+
+class _RoundLeafSet(OrderedLeafSet):
+    """An ``OrderedLeafSet`` during an eviction round: it also logs each node's membership at the round's start
+    (the class is switched for the round, so that ``discard`` costs nothing extra the rest of the time)."""
+
+    __slots__ = ()
+
+    def add(self, node) -> None:
+        log = self.log
+        if node not in log:
+            log[node] = node in self
+        OrderedLeafSet.add(self, node)
+
+    def discard(self, node) -> None:
+        log = self.log
+        if node not in log:
+            log[node] = node in self
+        LeafSet.discard(self, node)
+
+
+class EvictionRound:
+    """One eviction call's walk over an ``OrderedLeafSet``, in the order of SGLang's per-call heap (see above)."""
+
+    __slots__ = ("leaves", "heap", "pushed", "defer", "consumed", "log")
+
+    def __init__(self, leaves: OrderedLeafSet) -> None:
+        self.leaves, self.heap = leaves, leaves.heap
+        self.pushed: list = []  # the parents pushed during this call
+        self.defer: list = []  # entries kept for later calls
+        self.consumed: set = set()
+        self.log = leaves.log = {}
+        leaves.__class__ = _RoundLeafSet
+
+    def next(self) -> TreeNode | None:
+        """The next node to evict (a member now), or None when SGLang's heap would be empty."""
+        heap, pushed, leaves = self.heap, self.pushed, self.leaves
+        pop, push = heapq.heappop, heapq.heappush
+        while True:
+            if pushed and (not heap or pushed[0][0] <= heap[0][0]):
+                _, x = pop(pushed)
+                if x in leaves:
+                    return x
+                continue
+            if not heap:
+                return None
+            t, x = pop(heap)
+            log = self.log
+            at_start = log[x] if x in log else x in leaves
+            if x not in leaves:
+                if at_start:
+                    self.consumed.add(x)
+                continue
+            now = x.last_access_time
+            if t != now:  # out of date, hence early: back in at its current time
+                push(heap, (now, x))
+            elif at_start and x not in self.consumed:
+                self.consumed.add(x)
+                self.defer.append(x)  # if it is still a member once evicted, later calls need an entry for it
+                return x
+            else:
+                self.defer.append(x)
+
+    def push_parent(self, node: TreeNode) -> None:
+        heapq.heappush(self.pushed, (node.last_access_time, node))
+
+    def close(self) -> None:
+        leaves, heap = self.leaves, self.heap
+        leaves.__class__, leaves.log = OrderedLeafSet, None
+        for x in self.defer:
+            if x in leaves:
+                heapq.heappush(heap, (x.last_access_time, x))
+        if len(heap) > 2 * len(leaves) + _COMPACT_SLACK:
+            leaves.compact()

@@ -35,6 +35,9 @@ MAX_TOKENS = 1 << 20
 MAX_SLOTS = 1 << 20  # pools and counts: a million slots is plenty for a simulation
 
 
+_INT = {int}
+
+
 def _is_int(v) -> bool:
     return type(v) is int
 
@@ -90,7 +93,7 @@ def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
                             + f"; it has {sorted(map(str, fields))}")
     if "tokens" in op:
         t = op["tokens"]
-        if not (isinstance(t, list) and t and all(_is_int(x) and 0 <= x < 1 << 62 for x in t)):
+        if not (isinstance(t, list) and t and set(map(type, t)) == _INT and min(t) >= 0 and max(t) < 1 << 62):
             raise ScenarioError(f"op {i} ({kind}): tokens must be a non-empty list of whole numbers from 0 to "
                                 f"2**62 - 1, like [1, 2, 3]")
         if len(t) > MAX_TOKENS:
@@ -163,6 +166,56 @@ def short_sig(crash: Crash) -> str:
     return f"{crash.type}: {short} in {crash.function}"
 
 
+def _attached(cache, node) -> bool:
+    """``node`` is reachable from the root through links whose parent pointer and child slot agree (the oracle's
+    and ``state.attached_ids``'s definition), checked by walking up from ``node``."""
+    root, ck = cache.root_node, cache.ck
+    for _ in range(1 << 16):
+        if node is root:
+            return True
+        p = node.parent
+        if p is None or not node.key or p.children.get(ck(node.key)) is not node:
+            return False
+        node = p
+    return False
+
+
+def _held(cache, node) -> bool:
+    """Some leaf set, LRU list or in-flight map holds ``node`` (``state.holders``)."""
+    if node in cache.evictable_full_device_leaves or node in cache.evictable_full_host_leaves:
+        return True
+    for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
+        link = lru.cache.get(node.id)
+        if link is not None and link.node is node:
+            return True
+    return (any(v is node for v in cache.ongoing_write_through.values())
+            or any(v is node for v in cache.ongoing_load_back.values())
+            or any(v[0] is node for v in cache.ongoing_backup.values())
+            or any(v[0] is node for v in cache.ongoing_prefetch.values()))
+
+
+def _no_stale(cache, cuts: list, live) -> bool:
+    """True when an operation was *plain* and left no stale reference; False: run the full scan (``stale_refs``).
+
+    Plain: every detach popped the very node asked for, and it had no children; every node an attach displaced is
+    attached again (a split's suffix); every live request's last node is attached. If every operation so far was
+    plain and ended with no stale reference, the nodes that are not attached are exactly the leaves popped so far:
+    nothing reaches an earlier one (no slot, no holder, no request points at it, and only an attached node can be
+    re-attached), so this operation's popped leaves are the only candidates, and a candidate is stale iff held."""
+    popped = []
+    for node, got, had_children in cuts:
+        if had_children is None:  # displaced by an attach
+            if not _attached(cache, node):
+                return False
+        elif got is not node or had_children:
+            return False
+        else:
+            popped.append(node)
+    if any(r.last_node is not None and not _attached(cache, r.last_node) for r in live):
+        return False
+    return not any(_held(cache, n) for n in popped)
+
+
 def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trace: bool = False,
             recorder=None, on_step: Callable | None = None, device: str = "cpu") -> dict:
     """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
@@ -218,8 +271,11 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
         recorder.replayable = True  # every operation it sees can be re-run from its checkpoints
     if recorder is not None and start == 0:
         recorder.attach(cache, drv)
+    cuts = cache.cuts = []  # the cheap stale check's log, while every operation so far was plain (_no_stale)
     for i, (actor, op) in enumerate(ops[:stop]):
         detaches = cache.detach_count
+        if cuts is not None:
+            cuts.clear()
         rec = recorder if i >= start else None
         if i == start and start > 0 and recorder is not None:
             recorder.attach(cache, drv)
@@ -241,8 +297,12 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
             bar.update(1)
         if step is not None:
             break
-        if first_stale is None and cache.detach_count != detaches and stale_refs(cache):
-            first_stale = i
+        if first_stale is None and cache.detach_count != detaches:
+            if cuts is not None and not _no_stale(cache, cuts, drv.live.values()):
+                cuts = cache.cuts = None  # not plain: the full scan from now on
+            if cuts is None and stale_refs(cache):
+                first_stale = i
+    cache.cuts = None
     if bar is not None:
         bar.close()
     live = list(drv.live.values())

@@ -41,17 +41,20 @@ _MASK = (1 << 62) - 1
 def kv_fingerprints(tokens: Sequence[int], start: int = 0) -> list[int]:
     """Fingerprints of the KV of ``tokens[start:]``, each a function of the whole prefix up to that token."""
     out, h = [], 0x9E3779B97F4A7C15
-    for i, t in enumerate(tokens):
-        h = ((h ^ (int(t) & 0xFFFFFFFF)) * 0x100000001B3 + i) & _MASK
-        if i >= start:
-            out.append(h)
-    return out
+    for i, t in enumerate(tokens):  # one pass; tokens are ints (operation files are validated)
+        h = ((h ^ (t & 0xFFFFFFFF)) * 0x100000001B3 + i) & _MASK
+        out.append(h)
+    return out[start:] if start else out
 
 
 def mamba_fingerprint(tokens: Sequence[int]) -> int:
     """Fingerprint of the Mamba state after ``tokens`` (a different function than the KV's)."""
-    fp = kv_fingerprints(tokens)
-    return ((fp[-1] if fp else 0) * 31 + len(tokens) + 7) & _MASK
+    return mamba_fingerprint_of(kv_fingerprints(tokens), len(tokens))
+
+
+def mamba_fingerprint_of(kv: Sequence[int], n: int) -> int:
+    """``mamba_fingerprint(tokens[:n])`` from ``kv = kv_fingerprints(tokens)`` (no second pass over the tokens)."""
+    return ((kv[n - 1] if n else 0) * 31 + n + 7) & _MASK
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class PoolAccounting:
 class SlotPool:
     """A free list of ``size`` slots over a data tensor on ``device``; ``host`` pools are the CPU tier."""
 
+    keeps_data = True  # False where write/read are no-ops (the explorer's machines): callers skip the fingerprints
+
     def __init__(self, name: str, size: int, device: torch.device | str = "cpu", pin: bool = False,
                  host: bool = False, streams=None) -> None:
         self.name, self.size, self.host = name, size, host
@@ -79,6 +84,8 @@ class SlotPool:
         self.data = torch.zeros(size, dtype=torch.int64, device=self.device)
         if pin:
             self.data = self.data.pin_memory()
+        # a CPU tensor's numpy view shares its memory: small writes and reads through it skip torch's per-call cost
+        self._np = self.data.numpy() if self.device.type == "cpu" else None
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
         self.double_frees: list[DoubleFree] = []
@@ -136,6 +143,9 @@ class SlotPool:
         st = self.streams
         if st is None or self.host:
             self.flush()  # a pending backup into this pool lands first, as it would have without streams
+            if self._np is not None:  # a numpy view: small writes skip torch's per-call cost
+                self._np[list(slots)] = list(values)
+                return
             idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
             self.data[idx] = torch.tensor(list(values), dtype=torch.int64, device=self.device)
             return
@@ -149,6 +159,8 @@ class SlotPool:
         st = self.streams
         if st is None or self.host:
             self.flush()
+            if self._np is not None:
+                return self._np[list(slots)].tolist()
             return self.data[torch.tensor(list(slots), dtype=torch.int64, device=self.device)].tolist()
         return st.to_host(st.default, _take, self.data, st.upload(list(slots), st.default)).tolist()
 
@@ -281,6 +293,9 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
         return None
     st = src.streams or dst.streams
     if st is None or stream is None:
+        if src._np is not None and dst._np is not None:  # plain CPU pools: numpy views, no torch call
+            dst._np[list(dst_slots)] = src._np[list(src_slots)]
+            return None
         s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)
         dst.data[d_idx] = src.data[s_idx].to(dst.device)
         return None

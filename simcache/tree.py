@@ -70,12 +70,14 @@ class TreeOps:
             lru_node = lru_node.parent
         self.full_lru_list.reset_node_and_parents_mru(lru_node, self.root_node)
         self.mamba_lru_list.reset_node_and_parents_mru(best, self.root_node)
-        t = self.tick()
+        t = top = self.tick()
         n = best
         while n is not None:  # the matched path gets strictly decreasing times going up
             n.last_access_time = t
             t -= 0.00001
             n = n.parent
+        if t < top - 0.5 or top > 1e9:  # times could now shrink or tie: evict with a heap per call (lru.py)
+            self.evictable_full_device_leaves.heap = self.evictable_full_host_leaves.heap = None
         host_hit, last_device = 0, best
         while last_device is not self.root_node and last_device.value is None:
             host_hit += len(last_device.host_value)

@@ -10,13 +10,14 @@ its parent is one node in the copy).
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 from collections import OrderedDict, deque
 from types import BuiltinFunctionType, FunctionType, MethodType
 
 import torch
 
-from ..lru import LRUList, _Link
+from ..lru import LRUList, OrderedLeafSet, _Link
 from ..node import TreeNode
 from ..pools import SlotPool
 from ..trace_hooks import LeafSet
@@ -81,7 +82,24 @@ def _copy_leafset(x: LeafSet, memo: dict) -> LeafSet:
     return y
 
 
-_COPIERS = {TreeNode: _copy_node, SlotPool: _copy_pool, LRUList: _copy_lru, LeafSet: _copy_leafset}
+def _copy_ordered_leafset(x: OrderedLeafSet, memo: dict) -> OrderedLeafSet:
+    """Members copied as a plain leaf set's; the heap rebuilt from the members (between rounds that is all an
+    ``EvictionRound`` needs: an entry per member at its current time)."""
+    y = memo[id(x)] = OrderedLeafSet.__new__(OrderedLeafSet)
+    for name in _slots_of(LeafSet):
+        v = getattr(x, name)
+        object.__setattr__(y, name, v if name == "observer" else fast_copy(v, memo))
+    y.log = None
+    if x.heap is None:
+        y.heap = None
+    else:
+        y.heap = [(n.last_access_time, n) for n in y]
+        heapq.heapify(y.heap)
+    return y
+
+
+_COPIERS = {TreeNode: _copy_node, SlotPool: _copy_pool, LRUList: _copy_lru, LeafSet: _copy_leafset,
+            OrderedLeafSet: _copy_ordered_leafset}
 
 
 def fast_copy(x, memo: dict):

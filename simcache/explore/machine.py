@@ -68,6 +68,18 @@ def plan_for(scenario: Scenario, flags: Flags) -> Plan:
                 tuple(scenario.initial))
 
 
+_CONFIGS: dict[int, tuple[Plan, object]] = {}  # id(plan) -> (plan, its cache config): built once per plan
+
+
+def _config(plan: Plan):
+    got = _CONFIGS.get(id(plan))
+    if got is None or got[0] is not plan:
+        if len(_CONFIGS) > 64:
+            _CONFIGS.clear()
+        got = _CONFIGS[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"))
+    return got[1]
+
+
 def _no_write(slots, values) -> None:
     return None
 
@@ -86,11 +98,10 @@ class Machine:
     __slots__ = ("cache", "driver", "index", "crash", "pos", "turns", "idx", "statuses")
 
     def __init__(self, plan: Plan, data: bool = False) -> None:
-        cfg = dataclasses.replace(build_config(plan.config, plan.flags), device="cpu")
-        self.cache = HiMambaRadixCache(cfg)
+        self.cache = HiMambaRadixCache(_config(plan))
         if not data:
             for pool in self.cache.pools.all().values():
-                pool.write, pool.read = _no_write, _zeros
+                pool.write, pool.read, pool.keeps_data = _no_write, _zeros, False
             self.cache.controller._copy = _no_copy
         self.driver = Driver(self.cache, scheduler=plan.config.get("driver") == "scheduler")
         self.index, self.crash = 0, None
@@ -148,17 +159,44 @@ class Machine:
         return new
 
     def damage(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """``(("leaked:host_kv", slots), ("double_free:device_kv", slots))`` for every damaged pool, sorted."""
-        from ..state import accounting
+        """``(("leaked:host_kv", slots), ("double_free:device_kv", slots))`` for every damaged pool, sorted.
 
+        Leaked: allocated, and referenced by no attached node, live request, prefetch or host release page (what
+        ``state.accounting`` calls leaked, computed without its other columns)."""
+        cache = self.cache
+        pools = cache.pools
+        refs: dict[str, set] = {"device_kv": set(), "device_mamba": set(), "host_kv": set(), "host_mamba": set()}
+        dkv, dm, hkv, hm = refs["device_kv"], refs["device_mamba"], refs["host_kv"], refs["host_mamba"]
+        root, ck = cache.root_node, cache.ck
+        stack = [root]
+        while stack:  # the attached nodes (state.attached_ids), root included
+            n = stack.pop()
+            for v, into in ((n.value, dkv), (n.mamba_value, dm), (n.host_value, hkv), (n.mamba_host_value, hm)):
+                if v is not None:
+                    into.update(v)
+            for k, c in n.children.items():
+                if c.parent is n and len(c.key) > 0 and ck(c.key) == k:
+                    stack.append(c)
+        for r in self.driver.live.values():
+            dkv.update(r.kv[r.cache_protected_len : len(r.tokens)])
+            dm.update(s for s in (r.mamba_pool_idx, r.track_buffer) if s is not None)
+        for _, _, host, op in cache.ongoing_prefetch.values():
+            hkv.update(host)
+            for t in op.mamba or ():
+                hm.update(t.host_indices or ())
+        for page in cache.controller.host_mem_release_queue:
+            hkv.update(page)
         out = []
-        for name, a in accounting(self.cache, list(self.driver.live.values())).items():
-            if a["leaked"]:
-                out.append((f"leaked:{name}", tuple(a["leaked"])))
-        for name, pool in self.cache.pools.all().items():
-            slots = sorted({s for d in pool.double_frees for s in d.slots})
-            if slots:
-                out.append((f"double_free:{name}", tuple(slots)))
+        for name in pools.NAMES:
+            pool = getattr(pools, name)
+            held = refs[name]
+            leaked = tuple(s for s, free in enumerate(pool._free_count) if free == 0 and s not in held)
+            if leaked:
+                out.append((f"leaked:{name}", leaked))
+        for name in pools.NAMES:
+            pool = getattr(pools, name)
+            if pool.double_frees:
+                out.append((f"double_free:{name}", tuple(sorted({s for d in pool.double_frees for s in d.slots}))))
         return tuple(sorted(out))
 
     def key(self) -> bytes:

@@ -22,7 +22,7 @@ from ..driver import Driver
 # attributes the state key reads or knowingly leaves out (ids, the clock, config, counters only the trace reads);
 # a test fails when the cache grows state not listed here
 CACHE_ATTRS = frozenset({
-    "config", "flags", "page_size", "recorder", "pools", "controller", "write_through_threshold",
+    "config", "flags", "page_size", "_recorder", "cuts", "pools", "controller", "write_through_threshold",
     "load_back_threshold", "enable_storage", "prefetch_threshold", "ongoing_write_through", "ongoing_load_back",
     "ongoing_prefetch", "ongoing_backup", "prefetch_loaded_tokens_by_reqid", "evictable_full_device_leaves",
     "evictable_full_host_leaves", "warnings", "crashed", "_next_id", "clock", "mamba_host_lru_list", "root_node",
