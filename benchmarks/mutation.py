@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # module -> the tests that exercise it (targeted, so one mutant's run takes seconds)
 MODULES = {
-    "simcache/versions.py": ["tests/test_flags.py", "tests/test_race_property.py"],
+    "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
     "simcache/evict_host.py": ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_followup_unit.py",
                                "tests/test_race_property.py"],
     "simcache/evict_device.py": ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_race_property.py"],
