@@ -7,8 +7,10 @@ points: the DOT of a snapshot and the export's page data.
   (mutant: the invariant panel dropped from the export);
 - in a side-by-side page the second run's frame shows the same operation at the same offset as the first's
   (mutant: compare frames no longer lock-stepped);
-(The fifth, the explorer's fewest-preemptions pass removed, is checked by ``test_minimality.py``: every shrunk
-case's preemptions are the fewest any failing order of its operations has, by brute force.)
+(A changed assertion message is killed by ``test_assertion_messages.py``. The shrinker's fewest-preemptions pass
+removed changes no shrunk result on any case tried, so no test here; ``test_minimality.py`` checks by brute
+force that every shrunk case has the fewest preemptions, which is what the pass is for. A prefetch-anchor holder
+missed by went-stale detection: no operation sequence found detaches a prefetch anchor; see the README.)
 """
 from __future__ import annotations
 
