@@ -9,7 +9,6 @@ caller leaves it, then SGLang's method called. The message is compared whole: a 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest

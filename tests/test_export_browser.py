@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-from waits import UI_S, budget_ms
 from views_helpers import ARTIFACTS, run_c, story
+from waits import UI_S, budget_ms
 
 from simcache.export import export_html, frame_steps
 
