@@ -10,7 +10,8 @@ points: the DOT of a snapshot and the export's page data.
 (A changed assertion message is killed by ``test_assertion_messages.py``. The shrinker's fewest-preemptions pass
 removed changes no shrunk result on any case tried, so no test here; ``test_minimality.py`` checks by brute
 force that every shrunk case has the fewest preemptions, which is what the pass is for. A prefetch-anchor holder
-missed by went-stale detection: no operation sequence found detaches a prefetch anchor; see the README.)
+missed by went-stale detection: no operation sequence found detaches a prefetch anchor, so the last test
+detaches one by hand.)
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from functools import cache
 
 from views_helpers import run_c, story
 
+from simcache import CacheConfig, Driver, HiMambaRadixCache, Recorder
 from simcache.export import page_data
 from simcache.render.dot import snapshot_to_dot
 from simcache.simulate import simulate
@@ -74,3 +76,25 @@ def test_side_by_side_frames_show_the_same_operation_at_the_same_offset():
         offset = fa["step"] - ta.ops[k].first_step
         assert fb["step"] == min(tb.ops[k].first_step + offset, tb.ops[k].last_step)
     assert any(fa["step"] != fb["step"] for fa, fb in zip(a, b, strict=True))  # not the same step numbers
+
+
+def test_a_prefetch_anchor_is_named_among_the_holders_of_a_node_that_goes_stale():
+    """No operation sequence found detaches a prefetch anchor, so the race's detach is done by hand (as
+    test_flags does): the recorder must still name every holder, the prefetch anchor included."""
+    cache = HiMambaRadixCache(CacheConfig(policy="write_through", storage=True, write_through_threshold=1,
+                                          device="cpu"))
+    drv, rec = Driver(cache), Recorder(snapshots=False)
+    rec.attach(cache, drv)
+    ops = [{"op": "request", "tokens": [1, 2]}, {"op": "events"}, {"op": "prefetch", "tokens": [1, 2, 9]}]
+    for i, op in enumerate(ops):
+        rec.begin_op(i, op)
+        drv.apply(op, i)
+        rec.end_op(i, ".")
+    anchor = cache.ongoing_prefetch["pf"][0]
+    assert anchor.key == (1, 2)
+    rec.begin_op(3, {"op": "events"})
+    cache._pop_from_parent(anchor)
+    rec.end_op(3, ".")
+    assert [(e.node, e.key, e.holders) for e in rec.went_stale] == [
+        (anchor.id, "1,2", ("evictable_full_device_leaves", "full_lru_list", "mamba_lru_list", "ongoing_backup",
+                            "prefetch anchor"))]
