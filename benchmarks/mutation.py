@@ -1,14 +1,14 @@
 """Mutation testing as a benchmark-style command (not in CI): how many small deliberate bugs the tests catch.
 
-    python benchmarks/mutation.py [MODULE ...] [--out benchmarks/results/mutation.json] [--max-children 2]
+    python benchmarks/mutation.py [MODULE ...] [--out build/mutation.json] [--max-children 2]
 
 For each module (default: every one in ``MODULES``) it copies the project into a temporary folder, writes a
 ``[mutmut]`` section that mutates only that module and runs only the tests that exercise it (the fast, targeted
 selection in ``MODULES``: a full-suite run per mutant does not fit a shared 2-core machine), runs ``mutmut run``
 under ``nice``, and reads every mutant's status back with ``mutmut results --all true``. It writes, per module,
 the score (killed / (killed + survived); timeouts count as killed, as mutmut does) and the surviving mutants'
-names, to ``--out`` (JSON) and as a table on stdout. Survivors are either killed by a new test or listed in the
-README's benchmarks section with why they are equivalent.
+names and diffs, to ``--out`` (JSON) and as a table on stdout. Survivors are either killed by a new test or
+listed in the README's benchmarks section with why they are equivalent.
 
 Targets (issue 19): >= 90% killed in simcache/ core modules, >= 80% in render/ and export.
 """
@@ -69,15 +69,18 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int)
         killed = sum(s in ("killed", "timeout") for s in status.values())
         survived = sorted(k for k, s in status.items() if s == "survived")
         other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
+        diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, capture_output=True, text=True).stdout
+                 for k in survived}  # what each survivor changed, for deciding: new test, or equivalent
         return dict(module=module, tests=tests, mutants=len(status), killed=killed, survived=len(survived),
-                    score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, other=other,
+                    score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, diffs=diffs,
+                    other=other,
                     seconds=round(seconds, 1), returncode=done.returncode, log_tail=done.stdout[-600:])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("modules", nargs="*", help=f"modules to mutate (default: all of {', '.join(MODULES)})")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mutation.json"),
+    ap.add_argument("--out", default=str(ROOT / "build" / "mutation.json"),
                     help="where to write the scores and survivors (JSON)")
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds allowed per module (default 3600)")

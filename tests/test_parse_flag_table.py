@@ -24,6 +24,7 @@ def test_boolean_flags_read_every_spelling_of_true_and_false(name):
 def test_string_flags_keep_the_value_as_written(name):
     for word in TRUE + FALSE + ("no_children", "all", " none "):
         assert parse_flag(f"{name}={word}") == (name, word.strip())
+    assert parse_flag(f"{name}=a=b") == (name, "a=b")  # the first '=' splits; Flags then names 'a=b'
 
 
 @pytest.mark.parametrize("text", ["stale_guards", "=true", "nope=true", " =", "stale_guard=true"])
