@@ -5,13 +5,20 @@ the step where node #8 went stale, and the tree's SVG then holds node #8 with th
 "assertion" jumps to the last step; the keyboard arrows step; a side-by-side page marks the first divergence
 (operation 9). Screenshots go to ``test-artifacts/``. Without /usr/bin/chromium these tests FAIL (they do not
 skip): the browser is part of the project's set-up (see SETUP_NOTES).
+
+After every click or key press the test waits for the condition it expects (Playwright's ``expect``, re-checked
+until it holds) with a budget scaled for a loaded machine (``waits.py``), never reading the page right after
+the event: on a busy 2-core machine the page may update a moment later.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from views_helpers import ARTIFACTS, run_c, story
+from waits import UI_S, budget_ms
 
 from simcache.export import export_html, frame_steps
 
@@ -37,6 +44,8 @@ def browser():
 
 def open_page(browser, path: Path):
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(budget_ms(UI_S))
+    expect.set_options(timeout=budget_ms(UI_S))
     page.errors, page.remote = [], []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.route("**/*", lambda route: (page.remote.append(route.request.url), route.abort())
@@ -45,12 +54,12 @@ def open_page(browser, path: Path):
     return page
 
 
-def frame_no(page) -> int:
-    return int(page.get_attribute("body", "data-frame"))
+def at_frame(page, n: int) -> None:
+    expect(page.locator("body")).to_have_attribute("data-frame", str(n))
 
 
-def step_no(page) -> int:
-    return int(page.get_attribute("body", "data-step"))
+def at_step(page, n: int) -> None:
+    expect(page.locator("body")).to_have_attribute("data-step", str(n))
 
 
 def test_exported_page_is_self_contained_and_steps(browser, tmp_path):
@@ -60,36 +69,40 @@ def test_exported_page_is_self_contained_and_steps(browser, tmp_path):
     assert len(frame_steps(run_c().trace)) == CRASH_STEP + 1  # short trace: every micro-step is a frame
     assert path.stat().st_size < 3_000_000
     page = open_page(browser, path)
-    assert frame_no(page) == 0 and f"step 0/{CRASH_STEP}" in page.inner_text("#run0 .caption")
+    at_frame(page, 0)
+    expect(page.locator("#run0 .caption")).to_contain_text(f"step 0/{CRASH_STEP}")
     page.click("#btn-next")
-    assert frame_no(page) == 1
+    at_frame(page, 1)
     ops = run_c().trace.ops
     page.click("#btn-next-op")  # to the state after the current operation, then after the next one
-    assert step_no(page) == ops[0].last_step
+    at_step(page, ops[0].last_step)
     page.click("#btn-next-op")
-    assert step_no(page) == ops[1].last_step
+    at_step(page, ops[1].last_step)
     page.click("#btn-prev-op")
-    assert step_no(page) == ops[0].last_step
+    at_step(page, ops[0].last_step)
     page.click("#jump-went-stale")
-    assert step_no(page) == STALE_STEP
+    at_step(page, STALE_STEP)
     stale = page.locator("#run0 .tree g.went-stale")
-    assert stale.count() == 1 and stale.get_attribute("id") == "n8"
+    expect(stale).to_have_count(1)
+    assert stale.get_attribute("id") == "n8"
     assert "WENT STALE" in stale.text_content()
-    assert page.locator("#run0 .tree g.focus").count() == 1
-    assert f"went stale at step {STALE_STEP}" in page.inner_text("#explanation")
-    assert "write_backup()" in page.inner_text("#panels")
+    expect(page.locator("#run0 .tree g.focus")).to_have_count(1)
+    expect(page.locator("#explanation")).to_contain_text(f"went stale at step {STALE_STEP}")
+    expect(page.locator("#panels")).to_contain_text("write_backup()")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "export_went_stale.png"))
     page.keyboard.press("ArrowRight")
-    assert step_no(page) == STALE_STEP + 1
+    at_step(page, STALE_STEP + 1)
     page.keyboard.press("ArrowLeft")
-    assert step_no(page) == STALE_STEP
+    at_step(page, STALE_STEP)
     page.click("#jump-assertion")
-    assert step_no(page) == CRASH_STEP and page.locator("#run0 .tree g.assertion").count() == 1
-    assert page.is_disabled("#jump-cleaned-up")
+    at_step(page, CRASH_STEP)
+    expect(page.locator("#run0 .tree g.assertion")).to_have_count(1)
+    expect(page.locator("#jump-cleaned-up")).to_be_disabled()
     x = page.get_attribute("#run0 .tl-cursor", "x1")
     page.click("#btn-first")
-    assert frame_no(page) == 0 and page.get_attribute("#run0 .tl-cursor", "x1") != x
+    at_frame(page, 0)
+    expect(page.locator("#run0 .tl-cursor")).not_to_have_attribute("x1", x)
     page.screenshot(path=str(ARTIFACTS / "export_first.png"))
     assert page.errors == [] and page.remote == []
 
@@ -97,14 +110,14 @@ def test_exported_page_is_self_contained_and_steps(browser, tmp_path):
 def test_side_by_side_page_marks_the_divergence(browser, tmp_path):
     path = export_html(run_c("pre_fix"), tmp_path / "cmp.html", compare=run_c("described_fix"))
     page = open_page(browser, path)
-    assert page.locator("section.run").count() == 2
-    assert "First divergence: operation 9" in page.inner_text("#divergence")
+    expect(page.locator("section.run")).to_have_count(2)
+    expect(page.locator("#divergence")).to_contain_text("First divergence: operation 9")
     page.click("#jump-went-stale")
-    assert page.locator("#run0 .tree g.went-stale").count() == 1
-    assert page.locator("#run1 .tree g.went-stale").count() == 1
+    expect(page.locator("#run0 .tree g.went-stale")).to_have_count(1)
+    expect(page.locator("#run1 .tree g.went-stale")).to_have_count(1)
     page.click("#btn-divergence")
-    assert "diverged" in page.get_attribute("#run0", "class")
+    expect(page.locator("#run0")).to_have_class(re.compile(r"\bdiverged\b"))
     page.click("#btn-last")
-    assert page.locator("#run1 .tree g.cleaned-up").count() == 1
+    expect(page.locator("#run1 .tree g.cleaned-up")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "export_compare.png"))
     assert page.errors == [] and page.remote == []

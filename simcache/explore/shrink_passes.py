@@ -163,10 +163,14 @@ def pass_numbers(sh: Shrinker, case: Case) -> Case | None:
     """Lower ``n`` of operations (evictions, prefetch completions) and the pool sizes, smallest first."""
     changed = None
     for actor in list(_ops(case.doc)):
-        for k, op in enumerate(_ops(case.doc)[actor]):
+        k = 0
+        # re-read the case each time: an accepted change may drop later operations, or the actor (``truncate``)
+        while k < len(_ops(case.doc).get(actor, ())):
+            op = _ops(case.doc)[actor][k]
+            k += 1
             for n in range(op.get("n", 0)):
                 doc = copy.deepcopy(case.doc)
-                doc["actors"][actor][k]["n"] = n
+                doc["actors"][actor][k - 1]["n"] = n
                 got = sh.accept(case.with_(doc))
                 if got is not None:
                     case = changed = got
@@ -235,3 +239,6 @@ def pass_schedule(sh: Shrinker, case: Case) -> Case | None:
 
 
 PASSES = (pass_actors, pass_ops, pass_initial, pass_tokens, pass_numbers, pass_merge, pass_schedule)
+# the strategies ``shrink`` compares, each a sequence of stages run to a fixpoint: every pass; or operations first
+# (token lists left whole until no other pass applies), then every pass
+STRATEGIES = ((PASSES,), (tuple(p for p in PASSES if p is not pass_tokens), PASSES))
