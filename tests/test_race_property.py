@@ -56,6 +56,8 @@ PROMISED = {
     "reviewed_fix": ("host_leaf_predicate", "stale_guards", "guard_before_asserts", "unconditional_lru_cleanup"),
     "merged_fix": ("host_leaf_predicate",),
     "followup_fix": ("host_leaf_predicate", "cascade_respects_host_refs"),
+    # followup_fix + #26945 and #27391, neither of which touches what these properties watch
+    "main_2026_06": ("host_leaf_predicate", "cascade_respects_host_refs"),
 }
 
 
