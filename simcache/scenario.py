@@ -243,33 +243,16 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
 
 
 def load_text(text: str, name: str, suffix: str) -> Any:
-    if suffix == ".json":
-        try:
-            return json.loads(text)
-        except ValueError as e:
-            raise ScenarioError(f"{name} is not valid JSON ({e}); fix the syntax at that line") from None
-        except RecursionError:
-            raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and objects") from None
-    import yaml
+    from .safe_yaml import load_json, load_yaml
 
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and mappings") from None
-    except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where is not None else ""
-        raise ScenarioError(f"{name} is not valid YAML{at}; fix the syntax there") from None
+    return load_json(text, name) if suffix == ".json" else load_yaml(text, name)
 
 
 def load_file(path: str | os.PathLike) -> Scenario:
+    from .safe_io import read_bytes
+
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ScenarioError(f"cannot read scenario file {p}: {e.strerror}; check the path") from None
-    if len(raw) > 10_000_000:
-        raise ScenarioError(f"{p.name} is larger than 10 MB; keep a scenario file under 10 MB")
+    raw = read_bytes(p)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -27,7 +27,7 @@ CORPUS = Path(__file__).parent / "bad_inputs"
 
 # file -> the sentence after "simcache: " (the scenario's name comes first once the file could be read)
 FILES = {
-    "a_directory.yaml": "cannot read scenario file {path}: Is a directory; check the path",
+    "a_directory.yaml": "scenario file {path} is a folder, not a file; give a YAML or JSON file",
     "actor_bad_name.yaml": "actor_bad_name: actor name '1st' must start with a letter and hold only letters, digits, "
         "'_', '.', '-'",
     "actor_ops_not_a_list.yaml": "actor_ops_not_a_list: actor R1 must have a list of operations, like R1: ['request 1 "
@@ -212,15 +212,15 @@ CALLS = [
     (["frobnicate"], "argument command: invalid choice: 'frobnicate' (choose from 'run', 'scenarios', 'export', "
                      "'explore', 'workload'); see `python -m simcache --help`"),
     (["run"], "the following arguments are required: scenario; see `python -m simcache run --help`"),
-    (["workload", "--presets", "nope"], "unknown preset(s) nope; choose from pre_fix, described_fix, reviewed_fix, "
+    (["workload", "--presets", "nope"], "unknown preset(s) 'nope'; choose from pre_fix, described_fix, reviewed_fix, "
                                         "merged_fix, followup_fix"),
-    (["workload", "--streams", "0"], "--streams and --requests must be at least 1"),
+    (["workload", "--streams", "0"], "--streams must be a whole number >= 1, not 0; write plain digits like "
+                                   "--streams 1"),
     (["workload", "--pressures", "nan"], "pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "
                                          "(working set / host KV slots)"),
     (["export", "scenario_a", "-o", ""], "-o must name a file, not ''; e.g. -o run.html"),
     (["explore", "scenario_a", "--out", ""], "--out needs a folder name, like --out build/explore"),
-    (["workload", "--pressures", "x"], "argument --pressures: invalid float value: 'x'; see "
-                                       "`python -m simcache workload --help`"),
+    (["workload", "--pressures", "x"], "--pressures takes plain numbers like 0.5 1 2, not 'x'"),
     (["run", "scenario_c", "--verbose"], "unrecognized arguments: --verbose; see `python -m simcache --help`"),
     (["scenarios", "--all"], "unrecognized arguments: --all; see `python -m simcache --help`"),
     (["run", "scenario_c", "--preset"], "argument --preset: expected one argument; see `python -m simcache run "
