@@ -219,6 +219,10 @@ def cmd_workload(a) -> int:
         if bar is not None:
             bar.close()
     print(json.dumps(rows, indent=1) if a.json else table(rows))
+    if a.signatures and not a.json:
+        for r in rows:
+            for sig, n in r["signatures"].items():
+                print(f"{r['preset']:>14} p={r['pressure']:<5g} {n:4d}  {sig}")
     return 0
 
 
@@ -267,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--requests", default="64", help="chat turns per stream (at most 10,000)")
     w.add_argument("--seed", default="0", help="seed of the generated streams")
     w.add_argument("--jobs", default="1", help="worker processes (results identical to serial)")
+    w.add_argument("--signatures", action="store_true", help="also list what raised, per row")
     w.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     w.add_argument("--json", action="store_true", help="print the rows as JSON")
     w.set_defaults(fn=cmd_workload)

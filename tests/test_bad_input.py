@@ -66,8 +66,8 @@ FILES = {
     "huge_token.yaml": "huge_token: actor R1: op 0 (request): tokens must be a non-empty list of whole numbers from 0 "
         "to 2**62 - 1, like [1, 2, 3]",
     "infinite_pool.yaml": "infinite_pool: config.device_kv must be a whole number between 0 and 1048576, not inf",
-    "initial_bad_node.yaml": "initial_bad_node: initial node 0: key must be a non-empty list of whole numbers, like "
-        "[1, 2]",
+    "initial_bad_node.yaml": "initial_bad_node: initial node 0: key must be a non-empty list of whole numbers from 0 "
+        "to 2**62 - 1, like [1, 2]",
     "initial_forward_parent.yaml": "initial_forward_parent: initial node 0: parent must be null (the root) or the "
         "index of an earlier node, not 1",
     "initial_misaligned_key.yaml": "initial_misaligned_key: initial node 0: key has 3 tokens; make it a multiple of "

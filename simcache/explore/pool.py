@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 
 from .machine import Plan
@@ -13,10 +15,22 @@ PLAN: Plan | None = None
 DAMAGE: dict = {}
 
 
+def quiet_worker() -> None:
+    """Workers ignore Ctrl-C: the parent alone stops the pool and says one sentence (no worker tracebacks)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def init_worker(plan: Plan) -> None:
     global PLAN
+    quiet_worker()
     PLAN = plan
     DAMAGE.clear()
+
+
+def workers_for(jobs: int, tasks: int | None = None) -> int:
+    """Processes to start for ``jobs``: never more than the cores, nor than the tasks (results do not depend on it)."""
+    n = min(jobs, os.cpu_count() or 1)
+    return max(1, n if tasks is None else min(n, tasks))
 
 
 def mp_context():
@@ -29,4 +43,4 @@ def mp_context():
 
 
 def make_pool(jobs: int, plan: Plan) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
+    return ProcessPoolExecutor(max_workers=workers_for(jobs), mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
