@@ -176,6 +176,8 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
             recorder=None, on_step: Callable | None = None) -> dict:
     """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
     cfg, ops = check_doc(doc)
+    if flags is not None and not isinstance(flags, Flags):
+        raise ScenarioError(f"flags must be a Flags (e.g. simcache.preset('pre_fix')), not {type(flags).__name__}")
     return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step)
 
 
