@@ -43,6 +43,15 @@ def _why(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def _fix(e: OSError, default: str) -> str:
+    """How to fix a write error: the disk's, the permissions' or ``default``."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "free some space or choose another path"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "choose a path you can write to"
+    return default
+
+
 def read_bytes(path: str | os.PathLike, limit: int = MAX_READ, what: str = "scenario file") -> bytes:
     """The bytes of the regular file ``path``, refused with one sentence if it is anything else or over ``limit``."""
     p = Path(path)
@@ -198,7 +207,8 @@ def write_file(path: str | os.PathLike, content: str | bytes, what: str = "-o") 
             _remove_quietly(tmp)
             raise
     except OSError as e:
-        raise FileError(f"cannot write {path}: {_why(e)}; check that its folder exists and is writable") from None
+        raise FileError(f"cannot write {path}: {_why(e)}; "
+                        f"{_fix(e, 'check that its folder exists and is writable')}") from None
     return Path(path)
 
 
@@ -261,7 +271,7 @@ def write_folder(path: str | os.PathLike, files: Mapping[str, str | bytes], what
                         pass
                 raise
     except OSError as e:
-        raise FileError(f"cannot write into {what} {out}: {_why(e)}; choose another folder") from None
+        raise FileError(f"cannot write into {what} {out}: {_why(e)}; {_fix(e, 'choose another folder')}") from None
     return {name: out / name for name in names}
 
 

@@ -213,6 +213,8 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
     for k in _TEXT_KEYS:
         if k in doc and doc[k] is not None and not isinstance(doc[k], str):
             raise ScenarioError(f"{name}: '{k}' must be text, not {type(doc[k]).__name__}; quote it")
+        if k == "name" and isinstance(doc.get(k), str) and not doc[k].isprintable():
+            raise ScenarioError(f"{name}: 'name' must be one line of printable text, not {shown(doc[k], 40)}")
         limit = MAX_TEXT.get(k, MAX_LONG_TEXT)
         if isinstance(doc.get(k), str) and len(doc[k]) > limit:
             raise ScenarioError(f"{name}: '{k}' is {len(doc[k]):,} characters long; keep it under {limit:,}")

@@ -27,7 +27,6 @@ import random
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 from .errors import SimcacheError
@@ -180,9 +179,9 @@ def crash_rates(presets: Sequence[str] = ("pre_fix", "merged_fix", "followup_fix
             raise WorkloadError(f"{label} must be a whole number >= 1, not {v!r}")
     tasks = [(name, float(p), seed, i, spec) for name in presets for p in pressures for i in range(n_streams)]
     if jobs > 1:
-        from .explore.pool import mp_context, quiet_worker, workers_for
+        from .explore.pool import Pool, mp_context, quiet_worker, workers_for
 
-        with ProcessPoolExecutor(workers_for(jobs, len(tasks)), mp_context=mp_context(),
+        with Pool(workers_for(jobs, len(tasks)), mp_context=mp_context(),
                                  initializer=quiet_worker) as pool:
             results = list(_tick(pool.map(run_stream, tasks, chunksize=max(1, len(tasks) // (8 * jobs))),
                                  len(tasks), progress))

@@ -142,6 +142,10 @@ def test_{name}_{_ident(preset)}_replays_exactly():
     return source
 
 
+def test_file_name(scenario: Scenario) -> str:
+    return f"test_minimal_{_ident(scenario.name.removesuffix('_minimal'))}.py"
+
+
 def artefact_texts(scenario: Scenario, preset: str, schedule: str,
                    flags: dict | None = None) -> dict[str, tuple[Path, str]]:
     """Replay ``scenario`` under ``preset`` / ``schedule`` with a trace: kind -> (file name, text) of each artefact."""
@@ -156,7 +160,7 @@ def artefact_texts(scenario: Scenario, preset: str, schedule: str,
     # default schedule)
     trace = run.to_json()
     trace["micro_steps"] = [s.as_dict() for s in run.trace.steps]
-    test = f"test_minimal_{_ident(scenario.name.removesuffix('_minimal'))}.py"
+    test = test_file_name(scenario)
     return dict(schedule=(Path("schedule.txt"), schedule + "\n"),
                 scenario=(Path("minimal.yaml"), yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=110)),
                 trace=(Path("trace.json"), json.dumps(trace, indent=1, default=str) + "\n"),

@@ -49,7 +49,7 @@ ARTEFACT_NAMES = ("schedule.txt", "minimal.yaml", "trace.json", "explore.json") 
 def cli_explore(a) -> int:
     from ..cli import UsageError, whole
     from ..safe_io import check_folder, write_folder
-    from .artefacts import artefact_texts
+    from .artefacts import artefact_texts, test_file_name
     from .shrink import shrink
 
     # everything is checked before any work and before anything is written
@@ -59,7 +59,7 @@ def cli_explore(a) -> int:
     sc = load(a.scenario)
     if a.out is not None:
         try:
-            check_folder(a.out, [*ARTEFACT_NAMES, "test_minimal_x.py"])
+            check_folder(a.out, [*ARTEFACT_NAMES, test_file_name(sc)])
         except SimcacheError as e:
             raise UsageError(str(e)) from None
     if bound is None and a.strategy == "exhaustive":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from .machine import Plan
@@ -42,5 +43,24 @@ def mp_context():
     return multiprocessing.get_context("fork" if fork else "spawn")
 
 
+class Pool(ProcessPoolExecutor):
+    """A process pool that, shut down while Ctrl-C (or any error) unwinds, stops its workers at once instead of
+    waiting for their chunks: the parent says one sentence and exits 130 within a moment."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if sys.exc_info()[0] is not None:
+            stop_workers(self)
+            wait, cancel_futures = False, True
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.terminate()
+        except (OSError, AttributeError):
+            pass
+
+
 def make_pool(jobs: int, plan: Plan) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers_for(jobs), mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
+    return Pool(max_workers=workers_for(jobs), mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
