@@ -291,7 +291,7 @@ def _guard_signed(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 any outcome, 1 output failed, 2 bad input, 130 Ctrl-C)."""
     try:
-        if sys.stdout is None or sys.stdout.closed:
+        if sys.stdout is None or getattr(sys.stdout, "closed", False):
             print("simcache: standard output is closed, so the result cannot be shown; run it with stdout open "
                   "(or redirect it to a file)", file=sys.stderr)
             return 1

@@ -43,12 +43,12 @@ def _why(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def _fix(e: OSError, default: str) -> str:
+def _fix(e: OSError, default: str, place: str = "path") -> str:
     """How to fix a write error: the disk's, the permissions' or ``default``."""
     if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        return "free some space or choose another path"
+        return f"free some space or choose another {place}"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "choose a path you can write to"
+        return f"choose a {place} you can write to"
     return default
 
 
@@ -271,7 +271,7 @@ def write_folder(path: str | os.PathLike, files: Mapping[str, str | bytes], what
                         pass
                 raise
     except OSError as e:
-        raise FileError(f"cannot write into {what} {out}: {_why(e)}; {_fix(e, 'choose another folder')}") from None
+        raise FileError(f"cannot write into {what} {out}: {_why(e)}; {_fix(e, 'choose another folder', 'folder')}") from None
     return {name: out / name for name in names}
 
 
