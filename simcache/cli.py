@@ -58,9 +58,11 @@ def whole(option: str, text: str | int | None) -> int | None:
         value = None
     low, high = LIMITS[option]
     said = str(text) if str(text).isprintable() and len(str(text)) <= 30 else shown(text, 30)
+    if value is None and isinstance(text, str) and text.isascii() and text.lstrip("-").isdigit():
+        value = high + 1 if not text.startswith("-") else low - 1  # too many digits to be sensible
+    span = "a whole number" + (f" >= {low}" if low > -1000 else "")
     if value is None and text is not None or value is not None and value < low:
-        raise UsageError(f"--{option} must be a whole number >= {low}, not {said}; write plain digits like "
-                         f"--{option} {max(low, 1)}")
+        raise UsageError(f"--{option} must be {span}, not {said}; write plain digits like --{option} {max(low, 1)}")
     if value is not None and value > high:
         raise UsageError(f"--{option} {said} is over the limit of {high:,}; give a smaller number")
     return value

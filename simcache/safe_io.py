@@ -221,7 +221,8 @@ def check_folder(path: str | os.PathLike, names: list[str], what: str = "--out")
         raise FileError(f"{what} {out} is a symlink to a missing folder; remove the link or choose another folder")
     if out.exists():
         if not out.is_dir():
-            raise FileError(f"{what} {out} is a file, not a folder; choose another folder")
+            kind = _kind(os.stat(out).st_mode) if not out.is_file() else "a file"
+            raise FileError(f"{what} {out} is {kind}, not a folder; choose another folder")
         for name in names:
             p = out / name
             if p.is_dir() and not p.is_symlink():

@@ -111,6 +111,8 @@ def load_yaml(text: str, name: str) -> Any:
     except RecursionError:
         raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and mappings") from None
     except ValueError as e:  # int() of a number over Python's 4300-digit limit
+        if "digits" in str(e):
+            raise ScenarioError(f"{name} holds a number over 4300 digits long; keep numbers short") from None
         raise ScenarioError(f"{name} holds a value that cannot be read ({_short(str(e), 80)}); keep numbers "
                             f"short") from None
     except yaml.YAMLError as e:

@@ -154,9 +154,12 @@ def _check_request_ids(actors: dict[str, list[dict]], name: str) -> None:
             stays = op["op"] == "start"
             first = owner.get(rid)
             if first is not None and first[0] != actor and (stays or first[1]):
-                how = "an automatic id" if "rid" not in op else "an explicit rid"
+                if "rid" in op:
+                    raise ScenarioError(f"{name}: actors {first[0]} and {actor} both start a request with rid "
+                                        f"{shown(rid, 40)}, so some schedules would have two live requests with one "
+                                        f"id; give each actor's requests their own rids")
                 raise ScenarioError(f"{name}: actors {first[0]} and {actor} can both start a request with id "
-                                    f"{shown(rid, 40)} ({how}: an actor's automatic ids are its name, then NAME.1, "
+                                    f"{shown(rid, 40)} (an actor's automatic ids are its name, then NAME.1, "
                                     f"NAME.2, ...); rename an actor or give the requests their own rids")
             if first is None or stays:
                 owner[rid] = (actor, stays or (first is not None and first[1]))
