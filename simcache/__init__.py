@@ -10,35 +10,31 @@ Public API (re-exports only; see README.md):
 - ``tree_text`` — the canonical tree text (the golden format of the tests).
 - ``SimcacheError`` (``ConfigError``, ``ScenarioError``, ``ScheduleError``), ``CacheAssertion``.
 """
-from importlib import import_module
+import sys as _sys
 
-from .errors import CacheAssertion, ConfigError, ScenarioError, ScheduleError, SimcacheError
-
-# Loaded on first use (PEP 562), so ``python -m simcache`` starts at once and a Ctrl-C while torch loads is caught by
-# the command line's own handler (one sentence, status 130) instead of ending in a traceback.
-_LAZY = {
-    "HiMambaRadixCache": ("cache", "HiMambaRadixCache"), "CacheConfig": ("config", "CacheConfig"),
-    "Driver": ("driver", "Driver"), "check_invariants": ("invariants", "check_all"), "run_ops": ("ops_run", "run_ops"),
-    "Request": ("requests", "Request"), "Scenario": ("scenario", "Scenario"), "gallery": ("scenario", "gallery"),
-    "load_scenario": ("scenario", "load"), "Schedule": ("scheduler", "Schedule"),
-    "parse_schedule": ("scheduler", "parse_schedule"), "Run": ("simulate", "Run"), "simulate": ("simulate", "simulate"),
-    "Snapshot": ("snapshot", "Snapshot"), "tree_text": ("state", "tree_text"), "Recorder": ("trace", "Recorder"),
-    "PRESETS": ("versions", "PRESETS"), "Flags": ("versions", "Flags"), "preset": ("versions", "preset"),
-}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        module, attr = _LAZY[name]
-        value = getattr(import_module(f".{module}", __name__), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'simcache' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
+try:
+    from .cache import HiMambaRadixCache
+    from .config import CacheConfig
+    from .driver import Driver
+    from .errors import CacheAssertion, ConfigError, ScenarioError, ScheduleError, SimcacheError
+    from .invariants import check_all as check_invariants
+    from .ops_run import run_ops
+    from .requests import Request
+    from .scenario import Scenario, gallery
+    from .scenario import load as load_scenario
+    from .scheduler import Schedule, parse_schedule
+    from .simulate import Run, simulate
+    from .snapshot import Snapshot
+    from .state import tree_text
+    from .trace import Recorder
+    from .versions import PRESETS, Flags, preset
+except KeyboardInterrupt:
+    # Ctrl-C while torch loads: from the command line (``python -m simcache`` or ``simcache``) that is one sentence
+    # and status 130, never a traceback; a program importing simcache gets its KeyboardInterrupt as usual
+    if _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith(("/simcache", "simcache.exe")):
+        print("simcache: interrupted (Ctrl-C); nothing was written", file=_sys.stderr)
+        raise SystemExit(130) from None
+    raise
 
 __version__ = "0.1.0"
 __all__ = [

@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return rc
     except SimcacheError as e:
-        msg = str(e)
+        msg = one_line(str(e))
         _say(f"{msg[0].lower() + msg[1:] if msg else 'bad input'}")
         return 2
     except KeyboardInterrupt:
@@ -320,6 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _drop_stdout()
         _say(f"cannot write the output: {e.strerror or e}; free some space or write it elsewhere")
         return 1
+
+
+def one_line(text: str, word: int = 200) -> str:
+    """``text`` as one printable line: control characters escaped, any word over ``word`` characters cut."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return re.sub(r"\S{%d,}" % (word + 1), lambda m: f"{m.group()[:40]}... ({len(m.group()):,} characters)", text)
 
 
 def _say(sentence: str) -> None:
