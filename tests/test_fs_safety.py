@@ -322,7 +322,9 @@ def test_a_full_or_closed_stdout_exits_1_with_one_sentence():
 
 
 def test_ctrl_c_is_one_sentence_and_status_130(capsys, monkeypatch, tmp_path):
-    import simcache.simulate as sim
+    import importlib
+
+    sim = importlib.import_module("simcache.simulate")  # the module (the package's attribute is the function)
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
