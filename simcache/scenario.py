@@ -24,7 +24,6 @@ The oracle's own ``OPS.json`` (``config`` + ``ops``) is a scenario too: one acto
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
