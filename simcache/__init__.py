@@ -10,21 +10,31 @@ Public API (re-exports only; see README.md):
 - ``tree_text`` — the canonical tree text (the golden format of the tests).
 - ``SimcacheError`` (``ConfigError``, ``ScenarioError``, ``ScheduleError``), ``CacheAssertion``.
 """
-from .cache import HiMambaRadixCache
-from .config import CacheConfig
-from .driver import Driver
-from .errors import CacheAssertion, ConfigError, ScenarioError, ScheduleError, SimcacheError
-from .invariants import check_all as check_invariants
-from .ops_run import run_ops
-from .requests import Request
-from .scenario import Scenario, gallery
-from .scenario import load as load_scenario
-from .scheduler import Schedule, parse_schedule
-from .simulate import Run, simulate
-from .snapshot import Snapshot
-from .state import tree_text
-from .trace import Recorder
-from .versions import PRESETS, Flags, preset
+import sys as _sys
+
+try:
+    from .cache import HiMambaRadixCache
+    from .config import CacheConfig
+    from .driver import Driver
+    from .errors import CacheAssertion, ConfigError, ScenarioError, ScheduleError, SimcacheError
+    from .invariants import check_all as check_invariants
+    from .ops_run import run_ops
+    from .requests import Request
+    from .scenario import Scenario, gallery
+    from .scenario import load as load_scenario
+    from .scheduler import Schedule, parse_schedule
+    from .simulate import Run, simulate
+    from .snapshot import Snapshot
+    from .state import tree_text
+    from .trace import Recorder
+    from .versions import PRESETS, Flags, preset
+except KeyboardInterrupt:
+    # Ctrl-C while torch loads: from the command line (``python -m simcache`` or ``simcache``) that is one sentence
+    # and status 130, never a traceback; a program importing simcache gets its KeyboardInterrupt as usual
+    if _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith(("/simcache", "simcache.exe")):
+        print("simcache: interrupted (Ctrl-C); nothing was written", file=_sys.stderr)
+        raise SystemExit(130) from None
+    raise
 
 __version__ = "0.1.0"
 __all__ = [

@@ -6,11 +6,14 @@ naming the problem and the fix on stderr and exits 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import re
 import sys
 from collections.abc import Sequence
 
-from .errors import SimcacheError
+from .errors import SimcacheError, shown
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
 
 
@@ -34,7 +37,7 @@ def _flags(items: Sequence[str] | None) -> dict:
 
 def _preset(name: str | None) -> str | None:
     if name is not None and name not in PRESETS:
-        raise UsageError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise UsageError(f"unknown preset {shown(name)}; choose one of {', '.join(PRESETS)}")
     return name
 
 
@@ -48,6 +51,54 @@ EVENT_KEY = ("! a node went stale or a detached node was re-admitted", "+ a stal
 def _damage(double_frees, leaked: dict) -> list[str]:
     return [f"double free {pool}{list(slots)}" for pool, slots in double_frees] + \
         [f"leaked {pool}{list(slots)}" for pool, slots in leaked.items() if slots]
+
+
+# --- numbers: plain ASCII decimals only (no '+5', '1_000', full-width digits, '1e3'), each with a cap --------------
+MAX_JOBS = 64
+LIMITS = {  # option -> (lowest, highest)
+    "budget": (1, 10_000_000), "bound": (0, 10_000), "seed": (-(2**63), 2**63 - 1), "jobs": (1, MAX_JOBS),
+    "streams": (1, 100_000), "requests": (1, 10_000),
+}
+MAX_WORKLOAD_TURNS = 20_000_000  # streams x requests x presets x pressures: hours of work beyond this
+_WHOLE = re.compile(r"-?[0-9]{1,20}")
+_DECIMAL = re.compile(r"-?(?:[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12})(?:[eE][-+]?[0-9]{1,3})?")
+
+
+def whole(option: str, text: str | int | None) -> int | None:
+    """``text`` as a whole number within ``LIMITS[option]``, else one sentence naming the option."""
+    if text is None or type(text) is int:
+        value = text
+    elif isinstance(text, str) and _WHOLE.fullmatch(text):
+        value = int(text)
+    else:
+        value = None
+    low, high = LIMITS[option]
+    said = str(text) if str(text).isprintable() and len(str(text)) <= 30 else shown(text, 30)
+    if value is None and isinstance(text, str) and text.isascii() and text.lstrip("-").isdigit():
+        value = high + 1 if not text.startswith("-") else low - 1  # too many digits to be sensible
+    span = "a whole number" + (f" >= {low}" if low > -1000 else "")
+    if value is None and text is not None or value is not None and value < low:
+        raise UsageError(f"--{option} must be {span}, not {said}; write plain digits like --{option} {max(low, 1)}")
+    if value is not None and value > high:
+        raise UsageError(f"--{option} {said} is over the limit of {high:,}; give a smaller number")
+    return value
+
+
+def decimal(option: str, text: str) -> float:
+    """``text`` as a plain decimal number (digits, a point, an exponent); refuses words, '_', non-ASCII digits."""
+    t = text.strip()
+    if _DECIMAL.fullmatch(t):
+        return float(t)
+    if t.lower().lstrip("+-") in ("inf", "infinity", "nan"):
+        return float(t)  # the range check names the allowed range
+    raise UsageError(f"--{option} takes plain numbers like 0.5 1 2, not {shown(text, 30)}")
+
+
+def _schedule(text: str | None) -> str | None:
+    if text is not None and not text.strip():
+        raise UsageError("--schedule is empty; give actor turns like 'R1 R2*2 ctl*', or leave it out for the "
+                         "scenario's own schedule")
+    return text
 
 
 def transcript(run) -> str:
@@ -126,8 +177,8 @@ def cmd_run(a) -> int:
     from .simulate import simulate
 
     # the transcript and the JSON need events only: no snapshots, no checkpoints for them
-    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, snapshots=False, device=a.device,
-                   **_trace_options(a))
+    run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), _schedule(a.schedule), snapshots=False,
+                   device=a.device, **_trace_options(a))
     if a.json:
         print(json.dumps(run.to_json(), indent=1))
     else:
@@ -166,19 +217,28 @@ def cmd_export(a) -> int:
         from .export import export_html
     except ImportError as e:  # pragma: no cover - the views may be missing in a partial install
         raise UsageError(f"the export view is not available ({e})") from None
-    if a.compare and a.preset:
+    from .safe_io import check_file
+
+    if a.compare is not None and a.preset:
         raise UsageError("give either --preset or --compare A,B, not both")
-    if a.compare:
+    schedule, flags = _schedule(a.schedule), _flags(a.flag)
+    try:
+        check_file(a.output)  # a bad -o fails before the work
+    except SimcacheError as e:
+        raise UsageError(str(e)) from None
+    if a.compare is not None:
         names = [n.strip() for n in a.compare.split(",")]
-        if len(names) != 2:
+        if len(names) != 2 or not all(names):
             raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
-        runs = [simulate(a.scenario, _preset(n), _flags(a.flag), a.schedule, device=a.device, **_trace_options(a))
-                for n in names]
+        for n in names:
+            _preset(n)
+        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a)) for n in names]
         path = export_html(runs[0], a.output, compare=runs[1])
     else:
-        path = export_html(simulate(a.scenario, _preset(a.preset), _flags(a.flag), a.schedule, device=a.device,
+        path = export_html(simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device,
                                     **_trace_options(a)), a.output)
-    print(path)
+    if str(path) != "-":  # with -o - the page itself went to stdout
+        print(path)
     return 0
 
 
@@ -198,16 +258,30 @@ def cmd_workload(a) -> int:
 
     bad = [p for p in a.presets if p not in known]
     if bad:
-        raise UsageError(f"unknown preset(s) {', '.join(bad)}; choose from {', '.join(known)}")
-    if a.streams < 1 or a.requests < 1:
-        raise UsageError("--streams and --requests must be at least 1")
+        raise UsageError(f"unknown preset(s) {', '.join(shown(p, 40) for p in bad[:5])}; choose from "
+                         f"{', '.join(known)}")
+    if len(set(a.presets)) != len(a.presets):
+        raise UsageError("--presets names a preset twice; name each once")
+    streams, requests = whole("streams", a.streams), whole("requests", a.requests)
+    seed, jobs = whole("seed", a.seed), whole("jobs", a.jobs)
+    pressures = [decimal("pressures", p) for p in a.pressures]
+    if len(pressures) > 100:
+        raise UsageError("--pressures takes at most 100 values")
+    turns = streams * requests * len(a.presets) * len(pressures)
+    if turns > MAX_WORKLOAD_TURNS:
+        raise UsageError(f"this workload has {turns:,} chat turns (streams x requests x presets x pressures); keep "
+                         f"it under {MAX_WORKLOAD_TURNS:,}")
     bar = progress_for("workload", a.progress)
     try:
-        rows = crash_rates(a.presets, a.pressures, a.streams, a.seed, a.jobs, WorkloadSpec(requests=a.requests), bar)
+        rows = crash_rates(a.presets, pressures, streams, seed, jobs, WorkloadSpec(requests=requests), bar)
     finally:
         if bar is not None:
             bar.close()
     print(json.dumps(rows, indent=1) if a.json else table(rows))
+    if a.signatures and not a.json:
+        for r in rows:
+            for sig, n in r["signatures"].items():
+                print(f"{r['preset']:>14} p={r['pressure']:<5g} {n:4d}  {sig}")
     return 0
 
 
@@ -233,62 +307,113 @@ def build_parser() -> argparse.ArgumentParser:
     _trace_arguments(r)
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("scenarios", help="list the scenario gallery")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the list as JSON")
     s.set_defaults(fn=cmd_scenarios)
     e = sub.add_parser("export", help="write a self-contained HTML page of a run")
-    e.add_argument("scenario")
-    e.add_argument("--preset")
+    e.add_argument("scenario", help="a gallery name or a YAML/JSON file")
+    e.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
     e.add_argument("--compare", metavar="A,B", help="two presets side by side")
-    e.add_argument("--flag", action="append", metavar="NAME=VALUE")
-    e.add_argument("--schedule")
-    e.add_argument("-o", "--output", default="run.html")
+    e.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
+    e.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*'")
+    e.add_argument("-o", "--output", default="run.html",
+                   help="the page to write (default run.html); '-' writes it to stdout")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
     _trace_arguments(e)
     e.set_defaults(fn=cmd_export)
     x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")
-    x.add_argument("scenario")
-    x.add_argument("--preset")
-    x.add_argument("--flag", action="append", metavar="NAME=VALUE")
+    x.add_argument("scenario", help="a gallery name or a YAML/JSON file")
+    x.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
+    x.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     x.add_argument("--strategy", default="exhaustive", choices=["exhaustive", "random", "pct"])
-    x.add_argument("--bound", type=int, default=None, help="preemption bound (exhaustive) / depth (pct)")
-    x.add_argument("--seed", type=int, default=0)
-    x.add_argument("--budget", type=int, default=None, help="most schedules to run")
+    x.add_argument("--bound", default=None, help="preemption bound (exhaustive, default 2) / depth (pct, default 3)")
+    x.add_argument("--seed", default="0", help="seed of the random and pct strategies")
+    x.add_argument("--budget", default=None, help="most schedules to run (at most 10,000,000)")
     x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")
     x.add_argument("--out", help="folder for the schedule, shrunk scenario, JSON trace and pytest file")
-    x.add_argument("--jobs", type=int, default=1, help="worker processes")
+    x.add_argument("--jobs", default="1", help=f"worker processes (at most {MAX_JOBS}; never more than the cores)")
     x.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
-    x.add_argument("--json", action="store_true")
+    x.add_argument("--json", action="store_true", help="print one JSON object")
     x.set_defaults(fn=cmd_explore)
     w = sub.add_parser("workload", help="crash rate per preset as host memory pressure rises")
-    w.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"])
-    w.add_argument("--pressures", nargs="+", type=float, default=[0.5, 1, 2, 4, 8],
-                   help="working set / host KV slots")
-    w.add_argument("--streams", type=int, default=50, help="request streams per preset and pressure")
-    w.add_argument("--requests", type=int, default=64, help="chat turns per stream")
-    w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--jobs", type=int, default=1, help="worker processes (results identical to serial)")
-    w.add_argument("--progress", action="store_true")
-    w.add_argument("--json", action="store_true")
+    w.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"],
+                   help="presets to compare (rows of the table)")
+    w.add_argument("--pressures", nargs="+", default=["0.5", "1", "2", "4", "8"],
+                   help="working set / host KV slots, each from 0.001 to 1000000 (columns of the table)")
+    w.add_argument("--streams", default="50", help="request streams per preset and pressure (at most 100,000)")
+    w.add_argument("--requests", default="64", help="chat turns per stream (at most 10,000)")
+    w.add_argument("--seed", default="0", help="seed of the generated streams")
+    w.add_argument("--jobs", default="1", help="worker processes (results identical to serial)")
+    w.add_argument("--signatures", action="store_true", help="also list what raised, per row")
+    w.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    w.add_argument("--json", action="store_true", help="print the rows as JSON")
     w.set_defaults(fn=cmd_workload)
     return ap
 
 
+# what print() to a full disk, a closed descriptor or a failing device raises (no file name: it is stdout)
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EBADF, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EINVAL}
+_SIGNED = re.compile(r"-(?:inf|infinity|nan|[0-9.]+[eE][-+]?[0-9]+)", re.IGNORECASE)
+
+
+def _guard_signed(argv: Sequence[str]) -> list[str]:
+    """argparse takes ``-inf`` or ``-1e3`` for an option name; a leading space makes it a value (checked later)."""
+    return [" " + t if isinstance(t, str) and _SIGNED.fullmatch(t) else t for t in argv]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = build_parser()
+    """Run the command line; returns the exit status (0 any outcome, 1 output failed, 2 bad input, 130 Ctrl-C)."""
     try:
-        a = ap.parse_args(argv)
+        if sys.stdout is None or getattr(sys.stdout, "closed", False):
+            print("simcache: standard output is closed, so the result cannot be shown; run it with stdout open "
+                  "(or redirect it to a file)", file=sys.stderr)
+            return 1
+        ap = build_parser()
+        a = ap.parse_args(_guard_signed(sys.argv[1:] if argv is None else list(argv)))
         if not getattr(a, "fn", None):
             raise UsageError("give a command: run, scenarios, explore, export or workload (see --help)")
-        return a.fn(a)
+        rc = a.fn(a)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
+        return rc
     except SimcacheError as e:
-        msg = str(e)
-        print(f"simcache: {msg[0].lower() + msg[1:] if msg else 'bad input'}", file=sys.stderr)
+        msg = one_line(str(e))
+        _say(f"{msg[0].lower() + msg[1:] if msg else 'bad input'}")
         return 2
     except KeyboardInterrupt:
-        print("simcache: interrupted", file=sys.stderr)
+        _say("interrupted (Ctrl-C); nothing was written")
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours, say nothing
+        _drop_stdout()
         return 0
+    except OSError as e:
+        if e.filename is not None or e.errno not in _OUTPUT_ERRNOS:
+            raise
+        _drop_stdout()
+        _say(f"cannot write the output: {e.strerror or e}; free some space or write it elsewhere")
+        return 1
+
+
+def one_line(text: str, word: int = 200) -> str:
+    """``text`` as one printable line: control characters escaped, any word over ``word`` characters cut."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return re.sub(rf"\S{{{word + 1},}}", lambda m: f"{m.group()[:40]}... ({len(m.group()):,} characters)", text)
+
+
+def _say(sentence: str) -> None:
+    try:
+        print(f"simcache: {sentence}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of unwritable output raises nothing more."""
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
 from .streams import resolve_device
 from .versions import Flags
 
@@ -30,16 +30,22 @@ class CacheConfig:
     def __post_init__(self) -> None:
         for name in ("page_size", "device_kv", "device_mamba", "host_kv", "host_mamba", "prefetch_threshold",
                      "load_back_threshold"):
-            v = getattr(self, name)
-            if type(v) is not int or v < 0:
-                raise ConfigError(f"{name} must be a whole number >= 0, not {v!r}")
-        if self.page_size < 1:
-            raise ConfigError("page_size must be at least 1")
-        if self.policy not in POLICIES:
-            raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, not {self.policy!r}")
+            v, low = getattr(self, name), 1 if name == "page_size" else 0
+            if type(v) is not int or v < low:
+                raise ConfigError(f"{name} must be a whole number >= {low}, not {shown(v, 40)}")
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
+            raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, not {shown(self.policy, 40)}")
         if type(self.storage) is not bool:
             raise ConfigError(f"storage must be true or false, not {self.storage!r}")
-        if self.prefetch_stop_policy not in ("best_effort", "wait_complete", "timeout"):
+        if not isinstance(self.flags, Flags):
+            raise ConfigError(f"flags must be a Flags (e.g. simcache.preset('pre_fix')), not "
+                              f"{type(self.flags).__name__}")
+        if self.device is not None and not isinstance(self.device, str):
+            raise ConfigError(f"device must be None, 'cpu' or 'cuda', not {shown(self.device, 40)}")
+        if type(self.auto_complete) is not bool:
+            raise ConfigError(f"auto_complete must be true or false, not {shown(self.auto_complete, 40)}")
+        if not isinstance(self.prefetch_stop_policy, str) or self.prefetch_stop_policy not in (
+                "best_effort", "wait_complete", "timeout"):
             raise ConfigError("prefetch_stop_policy must be best_effort, wait_complete or timeout")
         if self.write_through_threshold is not None and (type(self.write_through_threshold) is not int
                                                          or self.write_through_threshold < 0):

@@ -26,3 +26,17 @@ class ScenarioError(SimcacheError):
 
 class ScheduleError(SimcacheError):
     """A schedule string that names unknown actors or cannot be replayed."""
+
+
+class FileError(SimcacheError):
+    """A path that cannot be read or written as asked (a folder, a device, a missing folder, a full disk)."""
+
+
+class UnreadableFile(FileError, ScenarioError):
+    """A scenario file that cannot be read: missing, not a regular file, too large."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters so a huge bad value is not echoed back whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

@@ -184,15 +184,12 @@ def export_html(run, path, compare=None, progress: bool | None = None) -> Path:
         raise ConfigError("this run has no micro-steps to export; give it at least one operation")
     if any(not r.trace.snapshots for r in (run, compare) if r is not None):
         raise ConfigError("this run was simulated without snapshots; simulate(..., snapshots=True) to export it")
-    out = Path(path)
-    if not str(path) or not out.name or out.is_dir():
-        raise ConfigError(f"-o must name a file, not {str(path)!r}; e.g. -o run.html")
-    text = render_page(run, compare, progress)
-    tmp = out.with_name(out.name + ".part")
+    from .errors import FileError
+    from .safe_io import check_file, write_file
+
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)  # never leave a half-written page behind
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(f"cannot write {out}: {e.strerror}; check that its folder exists and is writable") from None
-    return out
+        check_file(path)  # before the (slow) rendering, so a bad path fails at once
+        text = render_page(run, compare, progress)
+        return write_file(path, text)  # replaces only a regular file, atomically; streams to a device or a pipe
+    except FileError as e:
+        raise ConfigError(str(e)) from None

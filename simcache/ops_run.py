@@ -14,7 +14,7 @@ from typing import Any
 from .cache import HiMambaRadixCache
 from .config import POLICIES, CacheConfig
 from .driver import Crash, Driver, Skip, crash_from, raise_if_internal
-from .errors import ScenarioError, SimcacheError
+from .errors import ScenarioError, SimcacheError, shown
 from .state import accounting, counters, inflight, stale_refs, tree_lines, tree_slot_lines
 from .versions import Flags
 from .versions import preset as preset_flags
@@ -33,6 +33,8 @@ OPTIONAL_FIELDS = {"start": {"rid"}, "request": {"rid"}, "finish": {"rid"}, "wri
 NODE_FIELDS = {"key", "parent", "device", "mamba", "host", "mamba_host", "hash", "l3_backup"}
 MAX_TOKENS = 1 << 20
 MAX_SLOTS = 1 << 20  # pools and counts: a million slots is plenty for a simulation
+MAX_NOTE = 1000  # an operation's ``note``: a short remark, ignored
+_RID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 _INT = {int}
@@ -105,6 +107,12 @@ def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
         raise ScenarioError(f"op {i} ({kind}): mamba_hit must be true or false")
     if "rid" in op and not (isinstance(op["rid"], str) and op["rid"]):
         raise ScenarioError(f"op {i} ({kind}): rid must be a non-empty string")
+    if "rid" in op and not _RID.fullmatch(op["rid"]):  # '?' is kept for the placeholder of a finish with none open
+        raise ScenarioError(f"op {i} ({kind}): rid {shown(op['rid'], 40)} must be 1 to 64 ASCII letters, digits, "
+                            f"'_', '.', '-', like 'chat'")
+    if "note" in op and not (isinstance(op["note"], str) and len(op["note"]) <= MAX_NOTE):
+        raise ScenarioError(f"op {i} ({kind}): note must be a short text (at most {MAX_NOTE} characters), not "
+                            f"{shown(op['note'], 40)}")
     if kind == "inject":
         nodes = op["nodes"]
         if not isinstance(nodes, list):
@@ -124,8 +132,10 @@ def _node_problem(s: Any, j: int, page_size: int) -> str | None:
     if extra:
         return f"unknown field(s) {', '.join(extra)}; node fields are {', '.join(sorted(NODE_FIELDS))}"
     key = s.get("key")
-    if not (isinstance(key, list) and key and all(_is_int(x) for x in key)):
-        return "key must be a non-empty list of whole numbers, like [1, 2]"
+    if not (isinstance(key, list) and key and all(_is_int(x) and 0 <= x < 1 << 62 for x in key)):
+        return "key must be a non-empty list of whole numbers from 0 to 2**62 - 1, like [1, 2]"
+    if len(key) > MAX_TOKENS:
+        return f"key has {len(key)} tokens; keep keys under {MAX_TOKENS}"
     if len(key) % page_size:
         return f"key has {len(key)} tokens; make it a multiple of page_size {page_size}"
     parent = s.get("parent")
@@ -220,6 +230,8 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
             recorder=None, on_step: Callable | None = None, device: str = "cpu") -> dict:
     """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
     cfg, ops = check_doc(doc)
+    if flags is not None and not isinstance(flags, Flags):
+        raise ScenarioError(f"flags must be a Flags (e.g. simcache.preset('pre_fix')), not {type(flags).__name__}")
     return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step,
                    device=device)
 

@@ -24,21 +24,23 @@ The oracle's own ``OPS.json`` (``config`` + ``ops``) is a scenario too: one acto
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ScenarioError, ScheduleError, SimcacheError
+from .errors import ScenarioError, ScheduleError, SimcacheError, shown
 from .ops_run import check_config, check_op
 from .scheduler import Schedule, parse_schedule, round_robin
 
 GALLERY_DIR = Path(__file__).resolve().parent.parent / "assets" / "scenarios"
 TOP_KEYS = {"name", "title", "description", "reference", "config", "preset", "flags", "initial", "actors", "ops",
             "schedule", "expect", "about", "notes", "minimal_schedule"}
-_ACTOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+_ACTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")  # used with fullmatch: '$' would let a final newline in
+MAX_NAME = 64  # actor names and request ids
+MAX_TEXT = {"name": 200}  # other text fields: MAX_LONG_TEXT
+MAX_LONG_TEXT = 100_000
 _N_OPS = {"evict", "evict_mamba", "evict_host", "write_ack", "load_ack"}
 _TOKEN_OPS = {"request", "start", "prefetch"}
 _BARE = {"finish", "finish_oldest", "events", "l3_ack", "write_ack", "load_ack"}
@@ -111,34 +113,85 @@ class Scenario:
         return d
 
 
+def _whole(text: str) -> int:
+    """Plain ASCII digits only: int() would also take '+5', '1_000' and full-width digits."""
+    if not (text.isascii() and text.lstrip("-").isdigit() and len(text) <= 30):
+        raise ValueError(text)
+    return int(text)
+
+
+def actor_name_problem(actor: Any) -> str | None:
+    """What is wrong with an actor name, as the end of a sentence (None: nothing)."""
+    if not isinstance(actor, str):
+        return f"must be text, not {type(actor).__name__}; quote it"
+    if not actor:
+        return "is empty; name actors like R1, mem, ctl"
+    if len(actor) > MAX_NAME:
+        return f"is {len(actor):,} characters long; keep actor names under {MAX_NAME} characters"
+    odd = next((c for c in actor if not (c.isascii() and (c.isalnum() or c in "_.-"))), None)
+    if odd is not None:
+        return (f"holds {odd!r}; actor names hold only ASCII letters, digits, '_', '.', '-' (like R1, mem, ctl)")
+    if not _ACTOR.fullmatch(actor):
+        return "must start with a letter and hold only letters, digits, '_', '.', '-'"
+    return None
+
+
+def _check_request_ids(actors: dict[str, list[dict]], name: str) -> None:
+    """Refuse two actors that can start requests with the same id (automatic ids included), which only some
+    interleavings would reach: an actor's automatic ids are its name, then NAME.1, NAME.2, ..."""
+    owner: dict[str, tuple[str, bool]] = {}  # rid -> (actor, started with 'start' so it stays live)
+    for actor, ops in actors.items():
+        auto = 0
+        for op in ops:
+            if op["op"] not in ("start", "request"):
+                continue
+            if "rid" in op:
+                rid = op["rid"]
+            else:
+                rid = f"{actor}.{auto}" if auto else actor
+                auto += 1
+            stays = op["op"] == "start"
+            first = owner.get(rid)
+            if first is not None and first[0] != actor and (stays or first[1]):
+                if "rid" in op:
+                    raise ScenarioError(f"{name}: actors {first[0]} and {actor} both start a request with rid "
+                                        f"{shown(rid, 40)}, so some schedules would have two live requests with one "
+                                        f"id; give each actor's requests their own rids")
+                raise ScenarioError(f"{name}: actors {first[0]} and {actor} can both start a request with id "
+                                    f"{shown(rid, 40)} (an actor's automatic ids are its name, then NAME.1, "
+                                    f"NAME.2, ...); rename an actor or give the requests their own rids")
+            if first is None or stays:
+                owner[rid] = (actor, stays or (first is not None and first[1]))
+
+
 def parse_op(raw: Any, where: str) -> dict:
     if isinstance(raw, dict):
         return dict(raw)
     if not isinstance(raw, str) or not raw.strip():
-        raise ScenarioError(f"{where}: {raw!r} is not an operation; write an object like "
+        raise ScenarioError(f"{where}: {shown(raw)} is not an operation; write an object like "
                             f"{{op: request, tokens: [1, 2]}} or a string like 'request 1 2'")
     parts = raw.replace(",", " ").replace("[", " ").replace("]", " ").split()
     kind, args = parts[0], parts[1:]
     if kind not in _TOKEN_OPS | _N_OPS | _BARE | {"prefetch_done"}:
-        raise ScenarioError(f"{where}: unknown operation {kind!r}; use one of {', '.join(OP_WORDS)}")
+        raise ScenarioError(f"{where}: unknown operation {shown(kind, 40)}; use one of {', '.join(OP_WORDS)}")
     try:
         if kind in _TOKEN_OPS:
-            return {"op": kind, "tokens": [int(a) for a in args]}
+            return {"op": kind, "tokens": [_whole(a) for a in args]}
         if kind in _N_OPS:
             if not args and kind in _BARE:
                 return {"op": kind}
             (n,) = args
-            return {"op": kind, "n": int(n)}
+            return {"op": kind, "n": _whole(n)}
         if kind == "prefetch_done":
             n, hit = args
             if hit not in ("hit", "miss", "true", "false"):
                 raise ValueError
-            return {"op": kind, "n": int(n), "mamba_hit": hit in ("hit", "true")}
+            return {"op": kind, "n": _whole(n), "mamba_hit": hit in ("hit", "true")}
         if kind in _BARE and not args:
             return {"op": kind}
     except ValueError:
         pass
-    raise ScenarioError(f"{where}: cannot read operation {raw!r}; write e.g. 'request 1 2 3', 'evict 2', "
+    raise ScenarioError(f"{where}: cannot read operation {shown(raw)}; write e.g. 'request 1 2 3', 'evict 2', "
                         f"'prefetch_done 4 hit', 'events'")
 
 
@@ -156,11 +209,17 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
                or (k in ("name", "title", "about", "description") and isinstance(v, str))}
     unknown = sorted(map(str, set(doc) - TOP_KEYS - {"expect_oracle"}))
     if unknown:
+        unknown = [u if len(u) <= 40 else shown(u, 40) for u in unknown[:5]] + (["..."] if len(unknown) > 5 else [])
         raise ScenarioError(f"{name}: unknown top-level key(s) {', '.join(unknown)}; known keys: "
                             f"{', '.join(sorted(TOP_KEYS))}")
     for k in _TEXT_KEYS:
         if k in doc and doc[k] is not None and not isinstance(doc[k], str):
             raise ScenarioError(f"{name}: '{k}' must be text, not {type(doc[k]).__name__}; quote it")
+        if k == "name" and isinstance(doc.get(k), str) and not doc[k].isprintable():
+            raise ScenarioError(f"{name}: 'name' must be one line of printable text, not {shown(doc[k], 40)}")
+        limit = MAX_TEXT.get(k, MAX_LONG_TEXT)
+        if isinstance(doc.get(k), str) and len(doc[k]) > limit:
+            raise ScenarioError(f"{name}: '{k}' is {len(doc[k]):,} characters long; keep it under {limit:,}")
     try:
         cfg = check_config(doc.get("config"))
     except ScenarioError as e:
@@ -181,9 +240,9 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
                             f"like {{R1: ['request 1 2']}}")
     actors: dict[str, list[dict]] = {}
     for actor, ops in actors_raw.items():
-        if not isinstance(actor, str) or not _ACTOR.match(actor):
-            raise ScenarioError(f"{name}: actor name {actor!r} must start with a letter and hold only letters, "
-                                f"digits, '_', '.', '-'")
+        problem = actor_name_problem(actor)
+        if problem:
+            raise ScenarioError(f"{name}: actor name {shown(actor, 40)} {problem}")
         if not isinstance(ops, list):
             raise ScenarioError(f"{name}: actor {actor} must have a list of operations, like "
                                 f"{actor}: ['request 1 2', 'evict 2']")
@@ -196,6 +255,7 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
                 raise ScenarioError(f"{name}: actor {actor}: {e}") from None
             parsed.append(op)
         actors[actor] = parsed
+    _check_request_ids(actors, name)
     initial = doc.get("initial") or []
     if not isinstance(initial, list):
         raise ScenarioError(f"{name}: 'initial' must be a list of node objects like [{{key: [1, 2], host: true}}]")
@@ -211,6 +271,7 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
 
     bad = sorted(map(str, set(flags) - set(FLAG_NAMES)))
     if bad:
+        bad = [b if len(b) <= 40 else shown(b, 40) for b in bad[:5]]
         raise ScenarioError(f"{name}: unknown flag(s) {', '.join(bad)}; known flags: {', '.join(FLAG_NAMES)}")
     try:
         Flags().with_(**flags)
@@ -219,16 +280,20 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
         raise ScenarioError(f"{name}: {msg if msg.startswith('flag ') else 'flag ' + msg}") from None
     preset = doc.get("preset")
     if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):
-        raise ScenarioError(f"{name}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        raise ScenarioError(f"{name}: unknown preset {shown(preset, 40)}; choose one of {', '.join(PRESETS)}")
     expect = doc.get("expect") or {}
     if not isinstance(expect, dict) or not all(isinstance(v, dict) for v in expect.values()):
         raise ScenarioError(f"{name}: 'expect' must map preset names to expected results, like "
                             f"{{pre_fix: {{outcome: assertion}}}}")
     bad = sorted(map(str, set(expect) - set(PRESETS)))
     if bad:
+        bad = [b if len(b) <= 40 else shown(b, 40) for b in bad[:5]]
         raise ScenarioError(f"{name}: 'expect' names unknown preset(s) {', '.join(bad)}; choose from "
                             f"{', '.join(PRESETS)}")
     schedule = doc.get("schedule")
+    if isinstance(schedule, str) and not schedule.strip():
+        raise ScenarioError(f"{name}: 'schedule' is empty; give actor turns like 'R1 R2*2 ctl*', or leave it out "
+                            f"for round-robin")
     sc = Scenario(name=str(doc.get("name") or name), config={k: v for k, v in cfg.items()}, actors=actors,
                   title=str(doc.get("title") or doc.get("about") or ""),
                   description=str(doc.get("description") or ""), reference=str(doc.get("reference") or ""),
@@ -243,33 +308,16 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
 
 
 def load_text(text: str, name: str, suffix: str) -> Any:
-    if suffix == ".json":
-        try:
-            return json.loads(text)
-        except ValueError as e:
-            raise ScenarioError(f"{name} is not valid JSON ({e}); fix the syntax at that line") from None
-        except RecursionError:
-            raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and objects") from None
-    import yaml
+    from .safe_yaml import load_json, load_yaml
 
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise ScenarioError(f"{name} nests too deeply to read; flatten its lists and mappings") from None
-    except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where is not None else ""
-        raise ScenarioError(f"{name} is not valid YAML{at}; fix the syntax there") from None
+    return load_json(text, name) if suffix == ".json" else load_yaml(text, name)
 
 
 def load_file(path: str | os.PathLike) -> Scenario:
+    from .safe_io import read_bytes
+
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ScenarioError(f"cannot read scenario file {p}: {e.strerror}; check the path") from None
-    if len(raw) > 10_000_000:
-        raise ScenarioError(f"{p.name} is larger than 10 MB; keep a scenario file under 10 MB")
+    raw = read_bytes(p)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -284,10 +332,13 @@ def gallery() -> dict[str, Path]:
 
 def load(name_or_path: str) -> Scenario:
     """A gallery name (``crash_pr``) or a path to a YAML/JSON file."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ScenarioError(f"a scenario is a gallery name or a file path, not {type(name_or_path).__name__}; "
+                            f"e.g. load('crash_pr')")
     g = gallery()
     if name_or_path in g:
         return load_file(g[name_or_path])
-    if os.path.exists(name_or_path):
+    if os.path.lexists(name_or_path):  # a dangling symlink is reported as such, not as "no such file"
         return load_file(name_or_path)
-    raise ScenarioError(f"no scenario named {name_or_path!r} and no such file; gallery scenarios: "
+    raise ScenarioError(f"no scenario named {shown(name_or_path)} and no such file; gallery scenarios: "
                         f"{', '.join(g) or '(none)'}")

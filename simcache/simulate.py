@@ -6,11 +6,12 @@ invariant violations) and the oracle-format fields, so a run can be stepped, ren
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from .driver import Crash
-from .errors import ConfigError, ScenarioError
+from .errors import ConfigError, ScenarioError, ScheduleError, shown
 from .ops_run import execute
 from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule
@@ -79,6 +80,11 @@ def op_window(ops: tuple[int | None, int | None], total: int) -> tuple[int, int]
 
 
 def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None) -> tuple[str, Flags]:
+    if preset is not None and not isinstance(preset, str):
+        raise ConfigError(f"a preset is a name like 'pre_fix', not {type(preset).__name__}")
+    if overrides is not None and not (isinstance(overrides, dict) and all(isinstance(k, str) for k in overrides)):
+        raise ConfigError(f"flags must map flag names to values, like {{'stale_guards': True}}, not "
+                          f"{shown(overrides, 40)}")
     name = preset or scenario.preset or "pre_fix"
     flags = preset_flags(name)
     changes = {**scenario.flags, **(overrides or {})}
@@ -90,6 +96,19 @@ def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None
         except TypeError as e:
             raise ConfigError(str(e)) from None
     return name, flags
+
+
+def check_turns(schedule: Schedule, scenario: Scenario) -> None:
+    """A ``Schedule`` given as an object: only the scenario's actors, each for at most its operations."""
+    lengths, used = scenario.lengths, dict.fromkeys(scenario.lengths, 0)
+    for actor in schedule.turns:
+        if actor not in lengths:
+            raise ScheduleError(f"schedule names unknown actor {shown(actor, 40)}; the actors are "
+                                f"{', '.join(lengths)}")
+        used[actor] += 1
+        if used[actor] > lengths[actor]:
+            raise ScheduleError(f"schedule asks actor {actor!r} for {used[actor]} operations but it has "
+                                f"{lengths[actor]}; shorten the schedule or add operations")
 
 
 def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: dict | None = None,
@@ -104,12 +123,25 @@ def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: 
     ``progress``: a progress bar (None: for long runs on a terminal). ``memory_limit_mb``: the trace's ceiling
     (default ``$SIMCACHE_MEMORY_LIMIT_MB`` or 4096); a run that outgrows it stops with a ``TraceLimitError``.
     ``device``: where the device pools live (cpu, cuda, cuda:N or auto; the results are the same on each)."""
-    if isinstance(scenario, str):
+    if isinstance(scenario, (str, os.PathLike)):
         scenario = load(scenario)
     elif isinstance(scenario, dict):
         scenario = from_doc(scenario)
+    elif not isinstance(scenario, Scenario):
+        raise ScenarioError(f"simulate needs a Scenario, a gallery name, a file path or a scenario mapping, not "
+                            f"{type(scenario).__name__}; e.g. simulate('crash_pr')")
+    for label, v in (("snapshots", snapshots), ("invariants", invariants)):
+        if not isinstance(v, bool):
+            raise ConfigError(f"{label} must be True or False, not {shown(v, 40)}")
     name, fl = resolve_flags(scenario, preset, flags)
-    sched = schedule if isinstance(schedule, Schedule) else scenario.parse_schedule(schedule)
+    if isinstance(schedule, Schedule):
+        check_turns(schedule, scenario)
+        sched = schedule
+    elif schedule is None or isinstance(schedule, str):
+        sched = scenario.parse_schedule(schedule)
+    else:
+        raise ScheduleError(f"a schedule is a string like 'R1 R2*2 ctl*' or a Schedule, not "
+                            f"{type(schedule).__name__}")
     rec = Recorder(snapshots=snapshots, invariants=invariants, memory_limit_mb=memory_limit_mb)
     linear = scenario.linearize(sched)
     window = None if ops is None else op_window(ops, len(linear))

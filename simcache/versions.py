@@ -69,6 +69,7 @@ class Flags:
     def with_(self, **changes) -> Flags:
         unknown = sorted(set(changes) - set(FLAG_NAMES))
         if unknown:
+            unknown = [u if len(u) <= 40 else f"{u[:40]}..." for u in unknown[:5]]
             raise ConfigError(f"unknown flag(s) {', '.join(unknown)}; known flags: {', '.join(FLAG_NAMES)}")
         return replace(self, **changes)
 
@@ -99,18 +100,21 @@ PRESET_DESCRIPTIONS = {
 
 
 def preset(name: str) -> Flags:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+    if not isinstance(name, str) or name not in PRESETS:
+        said = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:60]}... ({len(repr(name)):,} characters)"
+        raise ConfigError(f"unknown preset {said}; choose one of {', '.join(PRESETS)}")
+    return PRESETS[name]
 
 
 def parse_flag(text: str) -> tuple[str, object]:
     """``"stale_guards=true"`` -> ``("stale_guards", True)``; values are checked by ``Flags``."""
+    if not isinstance(text, str):
+        raise ConfigError(f"a flag is text like 'stale_guards=true', not {type(text).__name__}")
     name, sep, raw = text.partition("=")
     name = name.strip()
     if not sep or name not in FLAG_NAMES:
-        raise ConfigError(f"--flag expects NAME=VALUE with NAME one of {', '.join(FLAG_NAMES)}; got {text!r}")
+        said = repr(text) if len(repr(text)) <= 60 else f"{repr(text)[:60]}... ({len(repr(text)):,} characters)"
+        raise ConfigError(f"--flag expects NAME=VALUE with NAME one of {', '.join(FLAG_NAMES)}; got {said}")
     raw = raw.strip()
     if raw.lower() in ("true", "1", "yes", "on"):
         return name, True if name not in ("host_leaf_predicate", "write_backup_parent_check") else raw

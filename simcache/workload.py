@@ -22,14 +22,11 @@ Run ``python -m simcache.workload --help`` for the command line.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import random
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 from .errors import SimcacheError
@@ -182,9 +179,10 @@ def crash_rates(presets: Sequence[str] = ("pre_fix", "merged_fix", "followup_fix
             raise WorkloadError(f"{label} must be a whole number >= 1, not {v!r}")
     tasks = [(name, float(p), seed, i, spec) for name in presets for p in pressures for i in range(n_streams)]
     if jobs > 1:
-        from .explore.pool import mp_context
+        from .explore.pool import Pool, mp_context, quiet_worker, workers_for
 
-        with ProcessPoolExecutor(jobs, mp_context=mp_context()) as pool:
+        with Pool(workers_for(jobs, len(tasks)), mp_context=mp_context(),
+                                 initializer=quiet_worker) as pool:
             results = list(_tick(pool.map(run_stream, tasks, chunksize=max(1, len(tasks) // (8 * jobs))),
                                  len(tasks), progress))
     else:
@@ -221,37 +219,13 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .explore.progress import progress_for
+    """``python -m simcache.workload``: the same as ``python -m simcache workload`` (same checks and caps)."""
+    from .cli import main as cli_main
 
-    ap = argparse.ArgumentParser(prog="python -m simcache.workload",
-                                 description="Crash rate per preset as host memory pressure rises.")
-    ap.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"])
-    ap.add_argument("--pressures", nargs="+", type=float, default=[0.5, 1, 2, 4, 8],
-                    help="working set / host KV slots")
-    ap.add_argument("--streams", type=int, default=50)
-    ap.add_argument("--requests", type=int, default=WorkloadSpec.requests, help="chat turns per stream")
-    ap.add_argument("--signatures", action="store_true", help="also list what raised, per row")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--progress", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    bar = progress_for("workload", a.progress)
-    try:
-        rows = crash_rates(a.presets, a.pressures, a.streams, a.seed, a.jobs, WorkloadSpec(requests=a.requests),
-                           bar)
-    except SimcacheError as e:
-        print(f"simcache: {e}", file=sys.stderr)
-        return 2
-    finally:
-        if bar is not None:
-            bar.close()
-    print(json.dumps(rows, indent=1) if a.json else table(rows))
-    if a.signatures and not a.json:
-        for r in rows:
-            for sig, n in r["signatures"].items():
-                print(f"{r['preset']:>14} p={r['pressure']:<5g} {n:4d}  {sig}")
-    return 0
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not any(t == "--requests" or t.startswith("--requests=") for t in args):
+        args = ["--requests", str(WorkloadSpec.requests), *args]  # this entry point's default: the spec's
+    return cli_main(["workload", *args])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ CORPUS = Path(__file__).parent / "bad_inputs"
 
 # file -> the sentence after "simcache: " (the scenario's name comes first once the file could be read)
 FILES = {
-    "a_directory.yaml": "cannot read scenario file {path}: Is a directory; check the path",
+    "a_directory.yaml": "scenario file {path} is a folder, not a file; give a YAML or JSON file",
     "actor_bad_name.yaml": "actor_bad_name: actor name '1st' must start with a letter and hold only letters, digits, "
         "'_', '.', '-'",
     "actor_ops_not_a_list.yaml": "actor_ops_not_a_list: actor R1 must have a list of operations, like R1: ['request 1 "
@@ -66,8 +66,8 @@ FILES = {
     "huge_token.yaml": "huge_token: actor R1: op 0 (request): tokens must be a non-empty list of whole numbers from 0 "
         "to 2**62 - 1, like [1, 2, 3]",
     "infinite_pool.yaml": "infinite_pool: config.device_kv must be a whole number between 0 and 1048576, not inf",
-    "initial_bad_node.yaml": "initial_bad_node: initial node 0: key must be a non-empty list of whole numbers, like "
-        "[1, 2]",
+    "initial_bad_node.yaml": "initial_bad_node: initial node 0: key must be a non-empty list of whole numbers from 0 "
+        "to 2**62 - 1, like [1, 2]",
     "initial_forward_parent.yaml": "initial_forward_parent: initial node 0: parent must be null (the root) or the "
         "index of an earlier node, not 1",
     "initial_misaligned_key.yaml": "initial_misaligned_key: initial node 0: key has 3 tokens; make it a multiple of "
@@ -131,6 +131,48 @@ FILES = {
     "yaml_named_json.json": "yaml_named_json.json is not valid JSON (Expecting value: line 1 column 1 (char 0)); fix "
         "the syntax at that line",
     "zero_page_size.yaml": "zero_page_size: config.page_size must be at least 1",
+    # issue 14: hostile files, wrong input once accepted silently, messages that misled
+    "alias_bomb.yaml": "alias_bomb.yaml expands (through its aliases) to more than 1,000,000 values or 20,000,000 "
+        "characters; write the data out or use fewer aliases",
+    "bad_yaml_tag.yaml": "bad_yaml_tag.yaml uses the tag '!include' at line 3; scenario files hold plain data only "
+        "(text, numbers, lists, mappings), so remove the tag",
+    "colliding_automatic_ids.yaml": "colliding_automatic_ids: actors R1 and R1.1 can both start a request with id "
+        "'R1.1' (an actor's automatic ids are its name, then NAME.1, NAME.2, ...); rename an actor or give the "
+        "requests their own rids",
+    "duplicate_key.json": "duplicate_key.json: duplicate key 'host_kv'; give each key once",
+    "duplicate_top_key.yaml": "duplicate_top_key.yaml: duplicate key 'actors' at line 5 (first at line 2); give each "
+        "key once",
+    "empty_schedule.yaml": "empty_schedule: 'schedule' is empty; give actor turns like 'R1 R2*2 ctl*', or leave it "
+        "out for round-robin",
+    "full_width_digits.yaml": "full_width_digits: actor R1 op 0: cannot read operation 'request １ ２'; write e.g. "
+        "'request 1 2 3', 'evict 2', 'prefetch_done 4 hit', 'events'",
+    "huge_integer.json": "huge_integer.json holds a number over 4300 digits long; keep numbers short",
+    "huge_integer.yaml": "huge_integer.yaml holds a number over 4300 digits long; keep numbers short",
+    "huge_unknown_preset.yaml": "huge_unknown_preset: unknown preset 'pppppppppppppppppppppppppppppppppppppp"
+        "p... (100,002 characters); choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix",
+    "inject_key_out_of_range.yaml": "inject_key_out_of_range: initial node 0: key must be a non-empty list of whole "
+        "numbers from 0 to 2**62 - 1, like [1, 2]",
+    "long_actor_name.yaml": "long_actor_name: actor name 'RRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRR... (102 "
+        "characters) is 100 characters long; keep actor names under 64 characters",
+    "name_two_lines.yaml": "name_two_lines: 'name' must be one line of printable text, not 'two\\nlines'",
+    "non_ascii_actor.yaml": "non_ascii_actor: actor name 'Ré' holds 'é'; actor names hold only ASCII letters, "
+        "digits, '_', '.', '-' (like R1, mem, ctl)",
+    "note_not_text.yaml": "note_not_text: actor R1: op 0 (events): note must be a short text (at most 1000 "
+        "characters), not [1, 2, 3]",
+    "nul_byte.yaml": "nul_byte.yaml holds a NUL byte at line 3, column 17; remove it (a scenario file is plain text)",
+    "placeholder_rid.yaml": "placeholder_rid: actor R2: op 0 (start): rid 'R1?' must be 1 to 64 ASCII letters, "
+        "digits, '_', '.', '-', like 'chat'",
+    "plus_number.yaml": "plus_number: actor mem op 0: cannot read operation 'evict +5'; write e.g. 'request 1 2 3', "
+        "'evict 2', 'prefetch_done 4 hit', 'events'",
+    "python_object_tag.yaml": "python_object_tag.yaml uses the tag '!!python/object/apply:os.system' at line 3; "
+        "scenario files hold plain data only (text, numbers, lists, mappings), so remove the tag",
+    "schedule_huge_repeat.yaml": "schedule_huge_repeat: schedule asks actor 'R1' for 99999999999999999999... (5,000 "
+        "digits) operations but it has 1; shorten the schedule or add operations",
+    "self_alias.yaml": "self_alias.yaml has an alias that refers to itself at line 2; remove the alias",
+    "shared_rid.yaml": "shared_rid: actors R1 and R2 both start a request with rid 'chat', so some schedules would "
+        "have two live requests with one id; give each actor's requests their own rids",
+    "underscore_number.yaml": "underscore_number: actor mem op 0: cannot read operation 'evict 1_000'; write e.g. "
+        "'request 1 2 3', 'evict 2', 'prefetch_done 4 hit', 'events'",
 }
 
 
@@ -167,8 +209,14 @@ def test_a_bad_file_gives_one_sentence_and_status_2(name, capsys, tmp_path, monk
 # files the JSON Schema cannot see through (the schema's description lists these loader-only checks)
 SCHEMA_BLIND = {"duplicate_rid.yaml", "extra_buffer_mismatch.yaml", "huge_token.yaml", "initial_forward_parent.yaml",
                 "initial_misaligned_key.yaml", "initial_pool_too_small.yaml", "initial_same_first_token.yaml",
-                "schedule_huge_count.yaml", "schedule_too_many_turns.yaml", "schedule_unknown_actor.yaml"}
-UNREADABLE = {"a_directory.yaml", "invalid_json.json", "invalid_yaml.yaml", "non_utf8.yaml", "yaml_named_json.json"}
+                "schedule_huge_count.yaml", "schedule_too_many_turns.yaml", "schedule_unknown_actor.yaml",
+                # issue 14: duplicate keys vanish in a plain parse; ids, lengths and one-line names are loader checks
+                "duplicate_top_key.yaml", "duplicate_key.json", "long_actor_name.yaml", "colliding_automatic_ids.yaml",
+                "shared_rid.yaml", "placeholder_rid.yaml", "inject_key_out_of_range.yaml", "empty_schedule.yaml",
+                "schedule_huge_repeat.yaml", "name_two_lines.yaml"}
+UNREADABLE = {"a_directory.yaml", "invalid_json.json", "invalid_yaml.yaml", "non_utf8.yaml", "yaml_named_json.json",
+              "alias_bomb.yaml", "bad_yaml_tag.yaml", "huge_integer.json", "huge_integer.yaml", "nul_byte.yaml",
+              "python_object_tag.yaml"}
 
 
 @pytest.mark.parametrize("name", sorted(set(FILES) - UNREADABLE))
@@ -213,15 +261,15 @@ CALLS = [
     (["frobnicate"], "argument command: invalid choice: 'frobnicate' (choose from 'run', 'scenarios', 'export', "
                      "'explore', 'workload'); see `python -m simcache --help`"),
     (["run"], "the following arguments are required: scenario; see `python -m simcache run --help`"),
-    (["workload", "--presets", "nope"], "unknown preset(s) nope; choose from pre_fix, described_fix, reviewed_fix, "
+    (["workload", "--presets", "nope"], "unknown preset(s) 'nope'; choose from pre_fix, described_fix, reviewed_fix, "
                                         "merged_fix, followup_fix, main_2026_06"),
-    (["workload", "--streams", "0"], "--streams and --requests must be at least 1"),
+    (["workload", "--streams", "0"], "--streams must be a whole number >= 1, not 0; write plain digits like "
+                                   "--streams 1"),
     (["workload", "--pressures", "nan"], "pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "
                                          "(working set / host KV slots)"),
     (["export", "scenario_a", "-o", ""], "-o must name a file, not ''; e.g. -o run.html"),
     (["explore", "scenario_a", "--out", ""], "--out needs a folder name, like --out build/explore"),
-    (["workload", "--pressures", "x"], "argument --pressures: invalid float value: 'x'; see "
-                                       "`python -m simcache workload --help`"),
+    (["workload", "--pressures", "x"], "--pressures takes plain numbers like 0.5 1 2, not 'x'"),
     (["run", "scenario_c", "--verbose"], "unrecognized arguments: --verbose; see `python -m simcache --help`"),
     (["scenarios", "--all"], "unrecognized arguments: --all; see `python -m simcache --help`"),
     (["run", "scenario_c", "--preset"], "argument --preset: expected one argument; see `python -m simcache run "
@@ -243,6 +291,41 @@ CALLS = [
      "operations"),
     (["run", "scenario_c", "--schedule", "pf;R2"],
      "schedule turn 'pf;R2' is not ACTOR, ACTOR*N or ACTOR*; write e.g. 'R1 R2*2 ctl*'"),
+    # issue 14: empty values that used to run nothing or be ignored, numbers that were not plain or had no cap
+    (["run", "scenario_c", "--schedule", ""], "--schedule is empty; give actor turns like 'R1 R2*2 ctl*', or leave it "
+                                              "out for the scenario's own schedule"),
+    (["export", "scenario_a", "--compare", ""], "--compare takes two presets separated by a comma, like "
+                                                "pre_fix,followup_fix"),
+    (["explore", "scenario_a", "--budget", "1e20"], "--budget must be a whole number >= 1, not 1e20; write plain "
+                                                    "digits like --budget 1"),
+    (["explore", "scenario_a", "--budget", "100000000000"], "--budget 100000000000 is over the limit of 10,000,000; "
+                                                            "give a smaller number"),
+    (["explore", "scenario_a", "--budget", "+5"], "--budget must be a whole number >= 1, not +5; write plain digits "
+                                                  "like --budget 1"),
+    (["explore", "scenario_a", "--budget", "1_000"], "--budget must be a whole number >= 1, not 1_000; write plain "
+                                                     "digits like --budget 1"),
+    (["explore", "scenario_a", "--bound", "１２"], "--bound must be a whole number >= 0, not １２; write plain digits "
+                                                 "like --bound 1"),
+    (["explore", "scenario_a", "--jobs", "65"], "--jobs 65 is over the limit of 64; give a smaller number"),
+    (["explore", "scenario_a", "--seed", "9" * 5000], "--seed '" + "9" * 29 + "... (5,002 characters) is over the "
+                                                      "limit of 9,223,372,036,854,775,807; give a smaller number"),
+    (["workload", "--streams", "1e9"], "--streams must be a whole number >= 1, not 1e9; write plain digits like "
+                                       "--streams 1"),
+    (["workload", "--requests", "10001"], "--requests 10001 is over the limit of 10,000; give a smaller number"),
+    (["workload", "--streams", "100000", "--requests", "10000"], "this workload has 15,000,000,000 chat turns "
+     "(streams x requests x presets x pressures); keep it under 20,000,000"),
+    (["workload", "--pressures", "-inf"], "pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "
+                                          "(working set / host KV slots)"),
+    (["workload", "--pressures", "1_0"], "--pressures takes plain numbers like 0.5 1 2, not '1_0'"),
+    (["workload", "--presets", "pre_fix", "pre_fix"], "--presets names a preset twice; name each once"),
+    (["run", "scenario_c", "--schedule", "pf*" + "9" * 5000], "schedule asks actor 'pf' for 99999999999999999999... "
+                                                              "(5,000 digits) operations but it has 2; shorten the "
+                                                              "schedule or add operations"),
+    (["run", "x" * 100_000], "no scenario named '" + "x" * 59 + f"... (100,002 characters) and no such file; gallery "
+                             f"scenarios: {GALLERY}"),
+    (["explore", "scenario_a", "--out", "/dev/null"], "--out /dev/null is a character device, not a folder; choose "
+                                                      "another folder"),
+    (["export", "scenario_a", "-o", "/tmp"], "-o must name a file, not the folder '/tmp'; e.g. -o run.html"),
     (["run", "scenario_e"], f"no scenario named 'scenario_e' and no such file; gallery scenarios: {GALLERY}"),
     (["run", ""], f"no scenario named '' and no such file; gallery scenarios: {GALLERY}"),
 ]

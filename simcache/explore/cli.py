@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from ..errors import SimcacheError
+from ..errors import ScenarioError, SimcacheError
 from ..scenario import load
 from ..versions import parse_flag
 from .progress import progress_for
@@ -45,52 +44,59 @@ def summary(res: ExploreResult, minimal: dict | None) -> str:
     return "\n".join(lines)
 
 
-def _prepare_out(out: str) -> None:
-    """Create the --out folder before any work, so a bad path fails at once with one sentence."""
-    if not out:
-        raise SimcacheError("--out needs a folder name, like --out build/explore")
-    try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise SimcacheError(f"cannot create the --out folder {out}: {e.strerror}; choose another folder") from None
+ARTEFACT_NAMES = ("schedule.txt", "minimal.yaml", "trace.json", "explore.json")  # plus test_minimal_<name>.py
 
 
 def cli_explore(a) -> int:
-    from .artefacts import write_artefacts
+    from ..cli import UsageError, whole
+    from ..safe_io import check_folder, write_folder
+    from .artefacts import artefact_texts, test_file_name
     from .shrink import shrink
 
+    # everything is checked before any work and before anything is written
+    bound, seed = whole("bound", a.bound), whole("seed", a.seed)
+    budget, jobs = whole("budget", a.budget), whole("jobs", a.jobs)
     flags = dict(parse_flag(t) for t in a.flag or ())
     sc = load(a.scenario)
     if a.out is not None:
-        _prepare_out(a.out)
-    bound = a.bound if a.bound is not None or a.strategy != "exhaustive" else DEFAULT_BOUND
+        try:
+            check_folder(a.out, [*ARTEFACT_NAMES, test_file_name(sc)])
+        except SimcacheError as e:
+            raise UsageError(str(e)) from None
+    if bound is None and a.strategy == "exhaustive":
+        bound = DEFAULT_BOUND
     bar = progress_for(f"explore {sc.name}", getattr(a, "progress", False))
     try:
-        res = explore(sc, a.preset, flags, a.strategy, bound, a.seed, a.budget, a.jobs, progress=bar)
+        res = explore(sc, a.preset, flags, a.strategy, bound, seed, budget, jobs, progress=bar)
+    except ScenarioError as e:  # a conflict only some interleavings reach (two live requests with one id)
+        msg = str(e)
+        raise ScenarioError(msg if msg.startswith(sc.name) else f"{sc.name}: {msg}") from None
     finally:
         if bar is not None:
             bar.close()
-    failure, minimal, written = pick_failure(res), None, {}
+    failure, minimal, texts = pick_failure(res), None, {}
     if failure is not None:
         if a.shrink:
             sh = shrink(sc, res.preset, flags, failure.schedule)
             minimal = dict(sh.as_dict(), shrunk=True)
             if a.out:
-                written = write_artefacts(a.out, sh.scenario, sh.preset, sh.schedule)
+                texts = artefact_texts(sh.scenario, sh.preset, sh.schedule)
         else:
             minimal = dict(schedule=failure.schedule, steps=failure.steps, assertion=failure.assertion,
                            raised_in=failure.raised_in, signature=failure.signature, switches=failure.switches,
                            preemptions=failure.preemptions, shrunk=False)
             if a.out:
-                written = write_artefacts(a.out, sc, res.preset, failure.schedule, flags)
+                texts = artefact_texts(sc, res.preset, failure.schedule, flags)
     out = dict(res.as_dict(), minimal=minimal)
     if a.out:
-        path = Path(a.out) / "explore.json"
+        files = {p.name: text for p, text in texts.values()}
+        files["explore.json"] = json.dumps(out, indent=1) + "\n"
         try:
-            path.write_text(json.dumps(out, indent=1) + "\n")
-        except OSError as e:
-            raise SimcacheError(f"cannot write {path}: {e.strerror}; choose another --out folder") from None
-        out["written"] = {k: str(v) for k, v in {**written, "result": path}.items()}
+            written = write_folder(a.out, files)  # all or nothing, into a fresh folder moved into place
+        except SimcacheError as e:
+            raise UsageError(str(e)) from None
+        kinds = {p.name: k for k, (p, _) in texts.items()}
+        out["written"] = {kinds.get(name, "result"): str(p) for name, p in written.items()}
     if a.json:
         print(json.dumps(out, indent=1))
     else:

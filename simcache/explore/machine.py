@@ -22,7 +22,7 @@ from ..driver import Crash, Driver, Skip, crash_from, raise_if_internal
 from ..errors import SimcacheError
 from ..ops_run import build_config
 from ..scenario import Scenario
-from ..scheduler import Schedule
+from ..scheduler import Schedule, format_turns
 from ..versions import Flags
 from .fastcopy import fast_copy
 from .statekey import canonical_state, digest
@@ -128,8 +128,8 @@ class Machine:
             status = "."
         except Skip as s:
             status = s.code
-        except SimcacheError:
-            raise
+        except SimcacheError as e:  # a conflict only some interleavings reach: name the one that did
+            raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.turns else str(e)) from None
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
             raise_if_internal(e, f"op {self.index} ({op.get('op')})")
             self.crash = crash_from(e)

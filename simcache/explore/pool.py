@@ -5,6 +5,9 @@
 """
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from .machine import Plan
@@ -13,10 +16,22 @@ PLAN: Plan | None = None
 DAMAGE: dict = {}
 
 
+def quiet_worker() -> None:
+    """Workers ignore Ctrl-C: the parent alone stops the pool and says one sentence (no worker tracebacks)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def init_worker(plan: Plan) -> None:
     global PLAN
+    quiet_worker()
     PLAN = plan
     DAMAGE.clear()
+
+
+def workers_for(jobs: int, tasks: int | None = None) -> int:
+    """Processes to start for ``jobs``: never more than the cores, nor than the tasks (results do not depend on it)."""
+    n = min(jobs, os.cpu_count() or 1)
+    return max(1, n if tasks is None else min(n, tasks))
 
 
 def mp_context():
@@ -28,5 +43,24 @@ def mp_context():
     return multiprocessing.get_context("fork" if fork else "spawn")
 
 
+class Pool(ProcessPoolExecutor):
+    """A process pool that, shut down while Ctrl-C (or any error) unwinds, stops its workers at once instead of
+    waiting for their chunks: the parent says one sentence and exits 130 within a moment."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if sys.exc_info()[0] is not None:
+            stop_workers(self)
+            wait, cancel_futures = False, True
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.terminate()
+        except (OSError, AttributeError):
+            pass
+
+
 def make_pool(jobs: int, plan: Plan) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
+    return Pool(max_workers=workers_for(jobs), mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
