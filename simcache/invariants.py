@@ -21,8 +21,6 @@ from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter, not_
 
-import torch
-
 from .pools import kv_fingerprints, mamba_fingerprint
 from .state import attached_ids, dfs, held_by, holder_map, referenced_slots
 
@@ -192,8 +190,8 @@ def _attached_nodes(cache, memo: dict) -> list:
 def _data_differs(pool, slots: list[int], want: list[int]) -> bool:
     if not slots:
         return False
-    if pool.device.type == "cpu" and torch.cuda.is_available():
-        torch.cuda.synchronize()  # a side-stream copy into this pinned pool may still be in flight
+    if pool.streams is not None or pool.inflight:  # copies in flight: read as the named check does (they land)
+        return pool.read(slots) != want
     data = pool.data.tolist()
     got = itemgetter(*slots)(data)
     return (list(got) if len(slots) > 1 else [got]) != want

@@ -84,8 +84,7 @@ class SlotPool:
         self.data = torch.zeros(size, dtype=torch.int64, device=self.device)
         if pin:
             self.data = self.data.pin_memory()
-        # a CPU tensor's numpy view shares its memory: small writes and reads through it skip torch's per-call cost
-        self._np = self.data.numpy() if self.device.type == "cpu" else None
+        self.rebind_view()
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
         self.double_frees: list[DoubleFree] = []
@@ -135,6 +134,11 @@ class SlotPool:
 
     def used_slots(self) -> set[int]:
         return {s for s in range(self.size) if self._free_count[s] == 0}
+
+    def rebind_view(self) -> None:
+        """Point the numpy view at ``self.data`` (call after replacing ``data``, e.g. a checkpoint's clone)."""
+        # a CPU tensor's numpy view shares its memory: small writes and reads through it skip torch's per-call cost
+        self._np = self.data.numpy() if self.device.type == "cpu" else None
 
     # --- data ---
     def write(self, slots: Sequence[int], values: Sequence[int]) -> None:

@@ -459,6 +459,7 @@ class Recorder:
         cache, driver, current = fast_copy((self.cache, self.driver, self._current), memo)
         for pool in cache.pools.all().values():  # the data tensors are shared by fast_copy; a replay writes them
             pool.data = pool.data.clone()
+            pool.rebind_view()  # the numpy view must follow the copy, not write into the original
         known = []
         for nid, n in self._known.items():
             if id(n) in memo:
@@ -608,6 +609,7 @@ class _Replayer(Recorder):
         cache, driver, self._current = fast_copy((cp.cache, cp.driver, cp.current), memo)
         for pool in cache.pools.all().values():
             pool.data = pool.data.clone()
+            pool.rebind_view()  # the numpy view must follow the copy, not write into the original
         self._known = {nid: (n if n.__class__ is NodeView else memo[id(n)]) for nid, n in cp.known}
         self._detached = set(cp.detached)
         self._leaked = dict(cp.leaked)
