@@ -12,8 +12,9 @@ Vocabulary
   Plain JavaScript swaps them in: first / previous / next / last, previous / next operation, jump to the next
   went-stale / cleaned-up / violation / assertion (wrapping around), the slider, keyboard arrows (left / right:
   micro-step, up / down: operation, Home / End), and clicks on the timeline's operation blocks.
-- With ``compare``, the second run (same schedule, another preset) follows in lockstep and the first
-  divergence is marked.
+- With ``compare``, the two runs (same schedule, two presets) go in lockstep, operation by operation, to the end of
+  the longer one (a run that stopped stays on its last step); "go to divergence" shows the first step of the
+  first operation where they part.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 from .errors import ConfigError
 from .render.dot import legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, frame, op_frames, op_text
-from .render.moments import MOMENT_KINDS, first_divergence, lockstep, moments
+from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments
 from .render.panels import PANEL_CSS
 from .render.timeline import step_x, timeline_svg
 
@@ -99,9 +100,13 @@ def _bar(total: int, progress: bool | None):
 def page_data(run, compare=None, progress: bool | None = None) -> dict:
     """Everything the page's script needs, as plain data (``svgs`` holds DOT text when ``dot`` is true)."""
     drawings, html = _Store(), _Store()
-    steps = frame_steps(run.trace)
+    steps, other, ops = frame_steps(run.trace), [], None
     dot_only = is_long(run.trace) or (compare is not None and is_long(compare.trace))
-    other = [lockstep(run.trace, compare.trace, s) for s in steps] if compare is not None else []
+    if compare is not None:  # lock-stepped to the end of the LONGER run, so both endings can be shown
+        keep_a, keep_b = set(steps), set(frame_steps(compare.trace))
+        pairs = [(p, k) for p, k in zip(*compare_positions([run.trace, compare.trace]), strict=True)
+                 if p[0] in keep_a or p[1] in keep_b]
+        steps, other, ops = [p[0] for p, _ in pairs], [p[1] for p, _ in pairs], [k for _, k in pairs]
     bar = _bar(len(steps) + len(other), progress)
     try:
         runs = [dict(preset=run.preset, outcome=run.outcome,
@@ -111,6 +116,9 @@ def page_data(run, compare=None, progress: bool | None = None) -> dict:
             runs.append(dict(preset=compare.preset, outcome=compare.outcome,
                              frames=_run_frames(compare, other, drawings, html, dot_only, bar)))
             divergence = first_divergence(run.trace, compare.trace)
+            for r in runs:  # a position belongs to one operation, even where a run that stopped stays on its end
+                for f, k in zip(r["frames"], ops, strict=True):
+                    f["op"] = k
     finally:
         if bar is not None:
             bar.close()

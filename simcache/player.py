@@ -26,7 +26,7 @@ from html import escape
 from .errors import ConfigError
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, Frame, focus_svg, frame, op_frames, op_text
-from .render.moments import MOMENT_KINDS, first_divergence, moments, next_moment, op_end, op_index_of
+from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments, next_moment
 from .render.panels import PANEL_CSS
 from .render.timeline import timeline_svg
 
@@ -57,7 +57,7 @@ class PlayerModel:
         self.hide_host = self.hide_mamba = False
         self.message = ""  # what the last jump found (or did not), for the note line
         self.divergence = first_divergence(run.trace, compare_run.trace) if compare_run is not None else None
-        self.positions, self.position_op = _positions([r.trace for r in self.runs])
+        self.positions, self.position_op = compare_positions([r.trace for r in self.runs])
         self._frames: dict[tuple, Frame] = {}
         if precompute:
             self.precompute()
@@ -184,26 +184,6 @@ class PlayerModel:
         render_many(dots)
 
 
-def _positions(traces) -> tuple[list[tuple[int, ...]], list[int]]:
-    """(micro-step of each run, operation) per cursor position: operation by operation, as many offsets as the
-    longer run takes in that operation; a run clamps to the operation's last step, or its own last step once it
-    has no operation ``k`` (it stopped earlier)."""
-    if len(traces) == 1:
-        t = traces[0]
-        return [(s,) for s in range(len(t.steps))], [op_index_of(t, s) for s in range(len(t.steps))]
-    positions, ops = [], []
-    for k in range(max(len(t.ops) for t in traces)):
-        spans = []
-        for t in traces:
-            if k < len(t.ops):
-                spans.append((t.ops[k].first_step, op_end(t, k)))
-            else:
-                spans.append((len(t.steps) - 1, len(t.steps) - 1))
-        width = max(b - a + 1 if k < len(t.ops) else 1 for (a, b), t in zip(spans, traces, strict=True))
-        for off in range(width):
-            positions.append(tuple(min(a + off, b) for a, b in spans))
-            ops.append(k)
-    return positions, ops
 
 
 def _widgets():

@@ -149,7 +149,8 @@ FILES = {
     "huge_integer.json": "huge_integer.json holds a number over 4300 digits long; keep numbers short",
     "huge_integer.yaml": "huge_integer.yaml holds a number over 4300 digits long; keep numbers short",
     "huge_unknown_preset.yaml": "huge_unknown_preset: unknown preset 'pppppppppppppppppppppppppppppppppppppp"
-        "p... (100,002 characters); choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06",
+        "p... (100,002 characters); choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, "
+        "main_2026_06",
     "inject_key_out_of_range.yaml": "inject_key_out_of_range: initial node 0: key must be a non-empty list of whole "
         "numbers from 0 to 2**62 - 1, like [1, 2]",
     "long_actor_name.yaml": "long_actor_name: actor name 'RRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRR... (102 "

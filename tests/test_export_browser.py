@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from views_helpers import ARTIFACTS, run_c, story
 from waits import UI_S, budget_ms
 
-from simcache.export import export_html, frame_steps
+from simcache.export import export_html, frame_steps, page_data
 
 pytestmark = pytest.mark.browser
 
@@ -117,6 +117,11 @@ def test_side_by_side_page_marks_the_divergence(browser, tmp_path):
     expect(page.locator("#run1 .tree g.went-stale")).to_have_count(1)
     page.click("#btn-divergence")
     expect(page.locator("#run0")).to_have_class(re.compile(r"\bdiverged\b"))
+    # the first frame of the divergent operation, not its last one
+    frames = page_data(run_c("pre_fix"), compare=run_c("described_fix"))["runs"][0]["frames"]
+    first = next(i for i, f in enumerate(frames) if f["op"] >= 9)
+    assert frames[first + 1]["op"] == 9  # (so "its last frame" would be another index)
+    expect(page.locator("#slider")).to_have_value(str(first))
     page.click("#btn-last")
     expect(page.locator("#run1 .tree g.cleaned-up")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "export_compare.png"))

@@ -64,18 +64,37 @@ def scenario_a(preset: str):
 
 
 def test_side_by_side_frames_show_the_same_operation_at_the_same_offset():
-    # scenario A: followup_fix's cascade stops early, so its operations take other numbers of steps than pre_fix's
+    # scenario A: followup_fix's cascade stops early, so its operations take other numbers of steps than pre_fix's;
+    # pre_fix stops at its assertion (op 3): every step of both runs is shown, to the end of each
     ra, rb = scenario_a("pre_fix"), scenario_a("followup_fix")
     data = page_data(ra, compare=rb)
     ta, tb = ra.trace, rb.trace
     a, b = data["runs"][0]["frames"], data["runs"][1]["frames"]
-    assert len(a) == len(b) == len(ta.steps)
+    assert len(a) == len(b) >= max(len(ta.steps), len(tb.steps))
+    assert [f["step"] for f in a][-1] == len(ta.steps) - 1 and [f["step"] for f in b][-1] == len(tb.steps) - 1
+    assert {f["step"] for f in a} == set(range(len(ta.steps)))  # every step of both runs can be shown
+    assert {f["step"] for f in b} == set(range(len(tb.steps)))
+    seen = {}
     for fa, fb in zip(a, b, strict=True):
         k = fa["op"]
         assert fb["op"] == k, (fa["step"], fb["step"])
-        offset = fa["step"] - ta.ops[k].first_step
-        assert fb["step"] == min(tb.ops[k].first_step + offset, tb.ops[k].last_step)
+        offset = seen[k] = seen.get(k, -1) + 1  # the position's offset inside operation k
+        for f, t in ((fa, ta), (fb, tb)):
+            if k < len(t.ops):
+                assert f["step"] == min(t.ops[k].first_step + offset, t.ops[k].last_step)
+            else:  # a run that stopped earlier stays on its last step
+                assert f["step"] == len(t.steps) - 1
+    assert sorted(seen) == list(range(max(len(ta.ops), len(tb.ops))))
     assert any(fa["step"] != fb["step"] for fa, fb in zip(a, b, strict=True))  # not the same step numbers
+
+
+def test_the_export_compare_shows_how_the_longer_run_ends():
+    # issue #13: crash_pr's described_fix runs on past pre_fix's assertion and ends cleanly; its end must be on the page
+    ra, rb = simulate("crash_pr", "pre_fix"), simulate("crash_pr", "described_fix")
+    assert len(rb.trace.steps) > len(ra.trace.steps) and rb.outcome == "clean"
+    a, b = (r["frames"] for r in page_data(ra, compare=rb)["runs"])
+    assert (a[-1]["step"], b[-1]["step"]) == (len(ra.trace.steps) - 1, len(rb.trace.steps) - 1)
+    assert b[-1]["op"] == len(rb.trace.ops) - 1
 
 
 def test_a_prefetch_anchor_is_named_among_the_holders_of_a_node_that_goes_stale():

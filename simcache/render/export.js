@@ -123,8 +123,9 @@ function simcacheStart(D, viz) {
   if ($("btn-divergence")) {
     $("divergence").textContent = D.divergence_text;
     $("btn-divergence").onclick = function () {
-      var t = opLast.filter(function (k) { return F0[k].op >= D.divergence; })[0];
-      show(t === undefined ? N - 1 : t);
+      // the first frame of the operation where the runs part (not its end)
+      var t = F0.findIndex(function (f) { return f.op >= D.divergence; });
+      show(t < 0 ? N - 1 : t);
     };
   }
   D.runs.forEach(function (r, j) {

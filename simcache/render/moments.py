@@ -122,3 +122,25 @@ def first_divergence(trace_a, trace_b) -> int | None:
         if sa and sb and sa[op_end(trace_a, k)].tree_text != sb[op_end(trace_b, k)].tree_text:
             return k
     return None
+
+
+def compare_positions(traces) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Side by side (the player and the export): (micro-step of each run, operation) per position, operation by
+    operation, as many offsets as the longer run takes in that operation; a run clamps to the operation's last
+    step, or its own last step once it has no operation ``k`` (it stopped earlier)."""
+    if len(traces) == 1:
+        t = traces[0]
+        return [(s,) for s in range(len(t.steps))], [op_index_of(t, s) for s in range(len(t.steps))]
+    positions, ops = [], []
+    for k in range(max(len(t.ops) for t in traces)):
+        spans = []
+        for t in traces:
+            if k < len(t.ops):
+                spans.append((t.ops[k].first_step, op_end(t, k)))
+            else:
+                spans.append((len(t.steps) - 1, len(t.steps) - 1))
+        width = max(b - a + 1 if k < len(t.ops) else 1 for (a, b), t in zip(spans, traces, strict=True))
+        for off in range(width):
+            positions.append(tuple(min(a + off, b) for a, b in spans))
+            ops.append(k)
+    return positions, ops
