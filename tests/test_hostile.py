@@ -147,7 +147,8 @@ def test_a_hostile_scenario_name_is_refused_or_made_an_identifier(name):
      "a schedule is a string like 'R1 R2*2 ctl*' or a Schedule, not int"),
     (lambda: simcache.simulate("scenario_a", 3), ConfigError, "a preset is a name like 'pre_fix', not int"),
     (lambda: simcache.preset([]), ConfigError,
-     "unknown preset []; choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix"),
+     "unknown preset []; choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, "
+     "main_2026_06"),
     (lambda: simcache.parse_schedule("R1", None), ScheduleError,
      "parse_schedule needs the actors' operation counts, like {'R1': 2, 'ctl': 1}, not None"),
     (lambda: simcache.Schedule("R1"), ScheduleError, "Schedule takes a tuple of actor names like ('R1', 'R2'), not "
@@ -161,7 +162,8 @@ def test_a_hostile_scenario_name_is_refused_or_made_an_identifier(name):
     (lambda: simcache.run_ops({"ops": []}, flags={}), ScenarioError,
      "flags must be a Flags (e.g. simcache.preset('pre_fix')), not dict"),
     (lambda: simcache.run_ops({"ops": []}, preset=None), ConfigError,
-     "unknown preset None; choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix"),
+     "unknown preset None; choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, "
+     "main_2026_06"),
 ])
 def test_the_api_refuses_wrong_types_with_a_sentence(call, error, message):
     with pytest.raises(error) as e:
