@@ -121,14 +121,19 @@ def probe_two_backups_before_an_ack(device: str) -> list[str]:
     return problems
 
 
-def probe_load_read_before_its_ack(device: str) -> list[str]:
-    """A loaded node's device KV is read (the model uses it) before the load's ack is processed."""
-    problems: list[str] = []
-    cache, drv = _make(device)
+def _evicted_to_host(device: str, scheduler: bool = False):
+    """A cache whose node ``T`` was cached, backed up (acked), then evicted from the device: (cache, driver, node)."""
+    cache, drv = _make(device, scheduler=scheduler)
     drv.finish(drv.start(T))
     cache.check_hicache_events()
     cache.evict(len(T))
-    node = cache.root_node.children[1]
+    return cache, drv, cache.root_node.children[1]
+
+
+def probe_load_read_before_its_ack(device: str) -> list[str]:
+    """A loaded node's device KV is read (the model uses it) before the load's ack is processed."""
+    problems: list[str] = []
+    cache, drv, node = _evicted_to_host(device)
     if node.value is not None or node.host_value is None:
         return [f"set-up: the node should be on the host only, it is {node!r}"]
     rid = drv.start(T + [5])
@@ -144,11 +149,7 @@ def probe_scheduler_restore_race(device: str) -> list[str]:
     """Scheduler mode restores a node's Mamba state into the request's own slot, which the model then overwrites
     with the request's state: the model's write must land after the restore."""
     problems: list[str] = []
-    cache, drv = _make(device, scheduler=True)
-    drv.finish(drv.start(T))
-    cache.check_hicache_events()
-    cache.evict(len(T))
-    node = cache.root_node.children[1]
+    cache, drv, node = _evicted_to_host(device, scheduler=True)
     if node.mamba_value is not None or node.mamba_host_value is None:
         return [f"set-up: the node's Mamba state should be on the host only, it is {node!r}"]
     rid = drv.start(T + [5])
