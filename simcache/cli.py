@@ -149,26 +149,28 @@ def transcript(run) -> str:
     return "\n".join(lines)
 
 
+MAX_MEMORY_LIMIT_MB = 1 << 20  # a terabyte: beyond any machine this runs on
+_OPS = re.compile(r"([0-9]{0,12}):([0-9]{0,12})")
+
+
 def _ops(text: str | None) -> tuple[int | None, int | None] | None:
-    """``--ops A:B`` -> (A, B); either end may be left out (``100:``, ``:500``)."""
+    """``--ops A:B`` -> (A, B); either end may be left out (``100:``, ``:500``); plain ASCII digits only."""
     if text is None:
         return None
-    parts = text.split(":")
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        a, b = (int(p) if p.strip() else None for p in parts)
-    except ValueError:
-        raise UsageError(f"--ops takes A:B (operation numbers, B excluded), like --ops 0:500, not {text!r}") from None
-    if (a is not None and a < 0) or (b is not None and b < 0):
-        raise UsageError(f"--ops takes operation numbers from 0, like --ops 0:500, not {text!r}")
+    m = _OPS.fullmatch(text.strip())
+    if m is None:
+        raise UsageError(f"--ops takes A:B (operation numbers from 0 in plain digits, B excluded), like --ops 0:500, "
+                         f"not {shown(text, 30)}")
+    a, b = (int(g) if g else None for g in m.groups())
     return a, b
 
 
 def _trace_options(a) -> dict:
-    limit = getattr(a, "memory_limit", None)
-    if limit is not None and not limit > 0:
-        raise UsageError(f"--memory-limit takes megabytes above 0, like --memory-limit 2048, not {limit}")
+    text = getattr(a, "memory_limit", None)
+    limit = None if text is None else decimal("memory-limit", text)
+    if limit is not None and not 0 < limit <= MAX_MEMORY_LIMIT_MB:
+        raise UsageError(f"--memory-limit takes megabytes above 0 and at most {MAX_MEMORY_LIMIT_MB:,}, like "
+                         f"--memory-limit 2048, not {shown(text, 30)}")
     return dict(ops=_ops(getattr(a, "ops", None)), memory_limit_mb=limit,
                 progress=True if getattr(a, "progress", False) else None)
 
@@ -288,7 +290,7 @@ def cmd_workload(a) -> int:
 def _trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", metavar="A:B", help="trace only operations A..B-1 (the ones before A still run, "
                                                 "untraced); narrows a long run, e.g. --ops 0:500")
-    p.add_argument("--memory-limit", type=float, metavar="MB", help="stop, with a message, a run whose trace "
+    p.add_argument("--memory-limit", metavar="MB", help="stop, with a message, a run whose trace "
                    "outgrows this many megabytes (default $SIMCACHE_MEMORY_LIMIT_MB or 4096)")
     p.add_argument("--progress", action="store_true", help="always show a progress bar on stderr (default: "
                                                            "for long runs on a terminal)")

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from .driver import InternalError
-from .errors import SimcacheError
+from .errors import ConfigError, SimcacheError
 from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all, failing
 from .keys import format_key
 from .node import TreeNode
@@ -125,10 +125,16 @@ class TraceLimitError(SimcacheError):
 
 def memory_limit() -> float:
     """The memory ceiling in MB: ``$SIMCACHE_MEMORY_LIMIT_MB`` or ``DEFAULT_MEMORY_LIMIT_MB``."""
-    try:
-        return float(os.environ.get("SIMCACHE_MEMORY_LIMIT_MB", DEFAULT_MEMORY_LIMIT_MB))
-    except ValueError:
+    text = os.environ.get("SIMCACHE_MEMORY_LIMIT_MB")
+    if text is None:
         return float(DEFAULT_MEMORY_LIMIT_MB)
+    t = text.strip()
+    value = float(t) if t.isascii() and t.replace(".", "", 1).isdigit() and len(t) <= 12 else 0.0
+    if not 0 < value <= (1 << 20):
+        raise ConfigError(f"the environment variable SIMCACHE_MEMORY_LIMIT_MB must be megabytes above 0 (plain "
+                          f"digits, at most 1048576), not {text[:30]!r}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, "
+                          f"or unset it")
+    return value
 
 
 def rss_mb() -> float | None:
@@ -531,7 +537,8 @@ class Recorder:
             k = self.ops[-1].index if self.ops else 0
             raise TraceLimitError(
                 f"this run's trace outgrew the memory limit of {self.memory_limit_mb:.0f} MB at operation {k} "
-                f"({used:.0f} MB in use); narrow it to fewer operations with --ops A:B (e.g. --ops {k // 2}:{k}), "
+                f"({used:.0f} MB in use); narrow it to fewer operations with --ops A:B "
+                f"(e.g. --ops {k // 2}:{max(k, 1)}), "
                 f"or raise the limit with --memory-limit MB")
 
     # --- results ---

@@ -93,6 +93,34 @@ def test_a_run_over_the_memory_limit_stops_with_one_sentence(tmp_path, capsys):
     assert "--memory-limit takes megabytes" in capsys.readouterr().err
 
 
+OPS_SAY = "simcache: --ops takes A:B (operation numbers from 0 in plain digits, B excluded), like --ops 0:500, not "
+LIMIT_SAY = ("simcache: --memory-limit takes megabytes above 0 and at most 1,048,576, like --memory-limit 2048, "
+             "not ")
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--ops", "\uff11:2", OPS_SAY + "'\uff11:2'"), ("--ops", "+1:3", OPS_SAY + "'+1:3'"),
+    ("--ops", "1_0:20", OPS_SAY + "'1_0:20'"), ("--ops", "9" * 15 + ":", OPS_SAY + repr("9" * 15 + ":")),
+    ("--ops", "1:2:3", OPS_SAY + "'1:2:3'"),
+    ("--memory-limit", "inf", LIMIT_SAY + "'inf'"), ("--memory-limit", "nan", LIMIT_SAY + "'nan'"),
+    ("--memory-limit", "1e400", LIMIT_SAY + "'1e400'"), ("--memory-limit", "0", LIMIT_SAY + "'0'"),
+])
+def test_trace_options_take_plain_bounded_numbers(capsys, option, value, said):
+    assert main(["run", "scenario_a", f"{option}={value}"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", said + "\n")
+
+
+@pytest.mark.parametrize("value", ["abc", "inf", "-5", "0", "", "1_0"])
+def test_a_bad_memory_limit_in_the_environment_is_named(monkeypatch, capsys, value):
+    monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", value)
+    assert main(["run", "scenario_a"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "simcache: the environment variable SIMCACHE_MEMORY_LIMIT_MB must be megabytes above 0 (plain digits, at "
+        f"most 1048576), not {value!r}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, or unset it\n")
+
+
 def test_ops_window_traces_only_those_operations(capsys):
     full = simulate("scenario_c", "pre_fix")
     assert main(["run", "scenario_c", "--preset", "pre_fix", "--ops", "2:5", "--json"]) == 0
