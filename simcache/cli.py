@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from .errors import SimcacheError, shown
+from .transcript import damage_lines, transcript
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
 
 
@@ -39,18 +40,6 @@ def _preset(name: str | None) -> str | None:
     if name is not None and name not in PRESETS:
         raise UsageError(f"unknown preset {shown(name)}; choose one of {', '.join(PRESETS)}")
     return name
-
-
-STATUS_KEY = (". applied", "x raised (the simulated cache's assertion)", "- nothing to do",
-              "e no room even after eviction", "u allocation failed", "r prefetch: nothing left to fetch",
-              "f prefetch refused")
-EVENT_KEY = ("! a node went stale or a detached node was re-admitted", "+ a stale guard cleaned a node up",
-             "~ the first invariant violation")
-
-
-def _damage(double_frees, leaked: dict) -> list[str]:
-    return [f"double free {pool}{list(slots)}" for pool, slots in double_frees] + \
-        [f"leaked {pool}{list(slots)}" for pool, slots in leaked.items() if slots]
 
 
 # --- numbers: plain ASCII decimals only (no '+5', '1_000', full-width digits, '1e3'), each with a cap --------------
@@ -101,54 +90,6 @@ def _schedule(text: str | None) -> str | None:
     return text
 
 
-def transcript(run) -> str:
-    """A human transcript: operations, went-stale and cleaned-up moments, first violation, outcome and damage
-    (what the run left broken), then the raising call stack frame by frame, and a key to the symbols."""
-    t, lines = run.trace, []
-    sc = run.scenario
-    lines.append(f"{sc.name} under {run.preset}  (schedule: {run.schedule})")
-    events: dict[int, list[str]] = {}
-    for e in t.went_stale:
-        events.setdefault(t.steps[e.step].op, []).append(
-            f"   ! node {e.node} [{e.key}] went stale (step {e.step}); still held by {', '.join(e.holders)}")
-    for e in t.readmitted:
-        events.setdefault(t.steps[e.step].op, []).append(
-            f"   ! detached node {e.node} [{e.key}] re-admitted to {', '.join(e.holders)} (step {e.step})")
-    for e in t.cleaned_up:
-        events.setdefault(t.steps[e.step].op, []).append(
-            f"   + stale guard cleaned up node {e.node} [{e.key}] (step {e.step}): removed from "
-            f"{', '.join(e.removed) or 'nothing'}")
-    if t.violations:
-        v = t.violations[0]
-        events.setdefault(v.op, []).append(
-            f"   ~ first invariant violation: {v.invariant}: {v.message} (step {v.step})")
-    from .trace import describe_op
-
-    for rec in t.ops:
-        who = f"{rec.actor}: " if rec.actor else ""
-        lines.append(f"{rec.index:3d} {rec.status} {who}{describe_op(rec.op)}")
-        lines.extend(events.get(rec.index, []))
-    r = run.result
-    damage = _damage([(d["pool"], d["slots"]) for d in r["double_frees"]],
-                     {p: a["leaked"] for p, a in r["accounting"].items()})
-    if run.crash is not None:
-        c = run.crash
-        lines.append(f"outcome: {c.type}: {c.message}  (raised in {c.function})")
-        if damage:
-            lines.append("damage: " + "; ".join(damage))
-    else:  # "clean" read wrongly above a double free: say what did not happen, then what broke anyway
-        lines.append("outcome: no assertion; " + ("damage: " + "; ".join(damage) if damage else "no damage"))
-    if run.crash is not None and run.crash.stack:
-        lines.append("traceback, outermost call first:")
-        lines += [f"  {'  ' * i}{fn}()" for i, fn in enumerate(run.crash.stack)]
-        lines.append(f"  {'  ' * len(run.crash.stack)}{run.crash.type}: {run.crash.message}")
-    used = set(t.ops and "".join(o.status for o in t.ops))
-    key = [k for k in STATUS_KEY if k[0] in used]
-    marks = [k for k in EVENT_KEY if any(line.startswith(f"   {k[0]} ") for line in lines)]
-    lines.append("key: " + "; ".join(key + marks))
-    return "\n".join(lines)
-
-
 MAX_MEMORY_LIMIT_MB = 1 << 20  # a terabyte: beyond any machine this runs on
 _OPS = re.compile(r"([0-9]{0,12}):([0-9]{0,12})")
 
@@ -196,7 +137,7 @@ def cmd_scenarios(a) -> int:
         sc = load(name)
         items.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
                           expect={p: e.get("outcome") for p, e in sc.expect.items()},
-                          damage={p: _damage(e.get("double_frees") or [], e.get("leaked") or {})
+                          damage={p: damage_lines(e.get("double_frees") or [], e.get("leaked") or {})
                                   for p, e in sc.expect.items()}))
     if a.json:
         print(json.dumps(items, indent=1))

@@ -1,78 +1,41 @@
 """The scheduler side: turns scheduler-level operations into cache calls, and crashes into outcomes.
 
 Operations are the oracle's (``shared/tools/sglang_oracle/README.md``) with the same meaning, so any sequence can
-run through simcache and through SGLang's real code and be compared field by field:
-``request`` (start then finish), ``start``, ``finish_oldest``, ``evict``, ``evict_mamba``, ``evict_host``,
-``events``, ``l3_ack``, ``prefetch``, ``prefetch_done``, ``inject``. The simulator adds named ``finish``
-(``rid``; without it the oldest live request) and ``write_ack`` / ``load_ack`` (deliver copies when acks are
-manual).
-
-Status letters: ``.`` applied, ``-`` nothing to do, ``e`` device pools still short after eviction, ``u`` the
-request could not get its slots, ``r`` nothing left to prefetch, ``f`` the cache declined the prefetch, ``x``
-the simulated cache raised (the run ends there).
+run through simcache and through SGLang's real code and be compared field by field; ``operations.OPS`` lists them
+with their fields, and ``Driver.apply`` runs each through ``Driver.RUN``, one method per operation.
+``Driver.step`` applies one and returns its status letter (``operations.STATUS_KEY``): ``.`` applied, a skip's
+letter when it did nothing, ``x`` when the simulated cache raised (the ``Crash`` is left in ``cache.crashed``).
 """
 from __future__ import annotations
 
 import hashlib
 import sys
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import InitVar, dataclass, field
+from typing import ClassVar
 
 from .cache import HiMambaRadixCache
 from .config import CacheConfig
-from .errors import ScenarioError
+from .crash import Crash, InternalError, crash_from, raise_if_internal
+from .errors import ScenarioError, SimcacheError
 from .keys import child_key
+from .operations import (
+    APPLIED,
+    NO_ROOM,
+    NO_SLOTS,
+    NOTHING_TO_DO,
+    NOTHING_TO_FETCH,
+    OPS,
+    PREFETCH_DECLINED,
+    RAISED,
+    Skip,
+)
 from .pools import kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
 from .requests import Request
-from .trace_hooks import SIMULATED_CODE, simulated_frames
+from .trace_hooks import SIMULATED_CODE
 
-
-class Skip(Exception):
-    def __init__(self, code: str) -> None:
-        self.code = code
-
-
-@dataclass(frozen=True)
-class Crash:
-    """An exception raised by the simulated cache: SGLang's message, where it was raised, and the call stack."""
-    type: str
-    message: str
-    function: str
-    stack: tuple[str, ...]
-
-    @property
-    def outcome(self) -> str:
-        return f"{self.type}: {self.message}"
-
-    def as_dict(self) -> dict:
-        return dict(message=self.message, type=self.type, function=self.function, stack=list(self.stack))
-
-
-_OBSERVERS = ("trace.py", "trace_hooks.py", "snapshot.py", "invariants.py", "state.py")
-
-
-class InternalError(RuntimeError):
-    """A bug in simcache's own observers (recorder, snapshots, invariants), never a result of the simulated cache."""
-
-
-def raise_if_internal(exc: BaseException, where: str) -> None:
-    """Re-raise ``exc`` as an ``InternalError`` when it was raised by simcache's observers rather than by the code
-    that mirrors SGLang (whose exceptions, assertions or not, are results)."""
-    tb = exc.__traceback__
-    last = None
-    while tb is not None:
-        last, tb = tb.tb_frame, tb.tb_next
-    path = last.f_code.co_filename if last is not None else ""
-    if "/simcache/" in path.replace("\\", "/") and (path.endswith(_OBSERVERS) or "/render/" in path):
-        raise InternalError(f"simcache bug while observing {where}: {type(exc).__name__}: {exc} "
-                            f"(in {path.rsplit('/', 1)[-1]}:{last.f_lineno})") from exc
-
-
-def crash_from(exc: BaseException) -> Crash:
-    frames = simulated_frames(exc)
-    typ = "AssertionError" if isinstance(exc, AssertionError) else type(exc).__name__
-    msg = str(exc)
-    return Crash(typ, msg, frames[-1] if frames else "driver", tuple(frames))
+__all__ = ["Crash", "Driver", "InternalError", "Skip", "crash_from", "raise_if_internal", "simulated_stack"]
 
 
 def simulated_stack() -> tuple[str, ...]:
@@ -89,11 +52,16 @@ def simulated_stack() -> tuple[str, ...]:
 @dataclass
 class Driver:
     cache: HiMambaRadixCache
-    scheduler: bool = False  # the oracle's driver "scheduler": mamba slot shortage evicts once and retries
+    # the oracle's driver "scheduler" (config ``driver: scheduler``), as SGLang's scheduler allocates a request's
+    # Mamba slot: a shortage evicts once and retries, and a host hit's load-back may allocate the slot itself
+    retry_mamba_alloc: bool = False
     live: OrderedDict = field(default_factory=OrderedDict)
     nreq: int = 0
+    scheduler: InitVar[bool | None] = None  # the old name of retry_mamba_alloc
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, scheduler: bool | None) -> None:
+        if scheduler is not None:
+            self.retry_mamba_alloc = scheduler
         for pool in self.cache.pools.all().values():
             pool.stack_fn = simulated_stack
 
@@ -105,7 +73,7 @@ class Driver:
     def _alloc_mamba(self) -> list[int] | None:
         pool = self.cache.pools.device_mamba
         got = pool.alloc(1)
-        if got is None and self.scheduler:
+        if got is None and self.retry_mamba_alloc:
             self.cache.evict(0, mamba_num=1)
             got = pool.alloc(1)
         return got
@@ -118,7 +86,7 @@ class Driver:
         if pools.device_mamba.available_size() < mneed:
             c.evict(0, mamba_num=(mneed - pools.device_mamba.available_size()) if self.config.extra_buffer else 1)
         if pools.device_kv.available_size() < need or pools.device_mamba.available_size() < mneed:
-            raise Skip("e")
+            raise Skip(NO_ROOM)
         tracked = (len(tokens) // ps * ps or None) if self.config.extra_buffer else None
         req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
         res = c.match_prefix(tokens)
@@ -126,7 +94,7 @@ class Driver:
         # any host hit loads back (#27391 moved a Mamba-only hit to its own field); 7f67965b's scheduler anchors
         # the load-back at best_match_node, which that version sets to last_host_node
         if res.host_hit_length > 0 or res.mamba_host_hit_length > 0:
-            vals, node = c.init_load_back(res.last_host_node, None, req=req if self.scheduler else None)
+            vals, node = c.init_load_back(res.last_host_node, None, req=req if self.retry_mamba_alloc else None)
             if len(vals) > 0:
                 prefix, last = prefix + list(vals), node
         c.inc_lock_ref(last)
@@ -141,7 +109,7 @@ class Driver:
                 if got:
                     pool.free(got)
             c.dec_lock_ref(last)
-            raise Skip("u")
+            raise Skip(NO_SLOTS)
         # the "model" computes KV for the new tokens and the Mamba states; each is a function of its prefix
         if pools.device_kv.keeps_data:  # (the explorer's machines keep none: nothing to compute)
             fps = kv_fingerprints(tokens)
@@ -211,67 +179,115 @@ class Driver:
             c._update_leaf_status(n)
 
     # --- one operation ---
-    def apply(self, op: dict, step: int) -> None:
-        c, kind = self.cache, op["op"]
-        cc = c.controller
-        if kind in ("request", "start"):
-            if op.get("rid") is not None and op["rid"] in self.live:  # would silently drop the live one
-                raise ScenarioError(f"op {step}: request id {op['rid']!r} is still live; give each started "
-                                    f"request its own rid")
-            rid = self.start(op["tokens"], op.get("rid"))
-            if kind == "request":
-                self.finish(rid)
-        elif kind == "finish_oldest":
-            if not self.live:
-                raise Skip("-")
-            self.finish(next(iter(self.live)))
-        elif kind == "finish":
-            rid = op.get("rid", next(iter(self.live), None))  # no rid (plain ops list): the oldest live request
-            if rid not in self.live:
-                raise Skip("-")
+    def step(self, op: dict, index: int) -> str:
+        """Apply operation number ``index``; its status letter. A simulated exception is a result: status ``x``,
+        its ``Crash`` in ``cache.crashed``. A user's mistake (``SimcacheError``) or a bug of simcache's observers
+        (``InternalError``) is raised."""
+        try:
+            self.RUN[op["op"]](self, op, index)
+            return APPLIED
+        except Skip as s:
+            return s.code
+        except SimcacheError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+            if op.get("op") not in self.RUN:
+                raise ScenarioError(f"op {index}: unknown op {op.get('op')!r}") from None
+            raise_if_internal(e, f"op {index} ({op.get('op')})")
+            self.cache.crashed = crash_from(e)
+            return RAISED
+
+    def apply(self, op: dict, index: int) -> None:
+        """Apply operation number ``index`` (``index`` names it in errors and seeds a prefetch's page hashes); a
+        ``Skip`` says it did nothing."""
+        run = self.RUN.get(op["op"])
+        if run is None:
+            raise ScenarioError(f"op {index}: unknown op {op['op']!r}")
+        run(self, op, index)
+
+    def _request(self, op: dict, index: int) -> None:
+        rid = op.get("rid")
+        if rid is not None and rid in self.live:  # would silently drop the live one
+            raise ScenarioError(f"op {index}: request id {rid!r} is still live; give each started request its own "
+                                f"rid")
+        rid = self.start(op["tokens"], rid)
+        if op["op"] == "request":
             self.finish(rid)
-        elif kind == "evict":
-            c.evict(op["n"])
-        elif kind == "evict_mamba":
-            c.evict(0, mamba_num=op["n"])
-        elif kind == "evict_host":
-            c.evict_host(op["n"])
-        elif kind == "events":
-            c.check_hicache_events()
-        elif kind == "write_ack":
-            if cc.complete_writes(op.get("n", 1)) == 0:
-                raise Skip("-")
-            c.check_hicache_events()
-        elif kind == "load_ack":
-            if cc.complete_loads(op.get("n", 1)) == 0:
-                raise Skip("-")
-            c.check_hicache_events()
-        elif kind == "l3_ack":
-            if not cc.pending_backups:
-                raise Skip("-")
-            cc.complete_backup(min(cc.pending_backups))
-            c.check_hicache_events()
-        elif kind == "prefetch":
-            if not c.enable_storage or c.ongoing_prefetch:
-                raise Skip("-")
-            tokens = list(op["tokens"])
-            res = c.match_prefix(tokens)
-            rest = tokens[len(res.device_indices) + res.host_hit_length :]
-            if not rest:
-                raise Skip("r")
-            c.prefetch_from_storage("pf", res.last_host_node, rest)
-            if "pf" not in c.ongoing_prefetch:
-                raise Skip("f")
-        elif kind == "prefetch_done":
-            if "pf" not in c.ongoing_prefetch:
-                raise Skip("-")
-            pop = c.ongoing_prefetch["pf"][3]
-            n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
-            hashes = [hashlib.sha256(f"pf{step}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
-            cc.finish_prefetch(pop, n, op["mamba_hit"], hashes)
-            cc.append_host_mem_release(pop.host_indices[n:])
-            c.check_prefetch_progress("pf")
-        elif kind == "inject":
-            self.inject(op["nodes"])
-        else:
-            raise ScenarioError(f"op {step}: unknown op {kind!r}")
+
+    def _finish_oldest(self, op: dict, index: int) -> None:
+        if not self.live:
+            raise Skip(NOTHING_TO_DO)
+        self.finish(next(iter(self.live)))
+
+    def _finish(self, op: dict, index: int) -> None:
+        rid = op.get("rid", next(iter(self.live), None))  # no rid (plain ops list): the oldest live request
+        if rid not in self.live:
+            raise Skip(NOTHING_TO_DO)
+        self.finish(rid)
+
+    def _evict(self, op: dict, index: int) -> None:
+        self.cache.evict(op["n"])
+
+    def _evict_mamba(self, op: dict, index: int) -> None:
+        self.cache.evict(0, mamba_num=op["n"])
+
+    def _evict_host(self, op: dict, index: int) -> None:
+        self.cache.evict_host(op["n"])
+
+    def _events(self, op: dict, index: int) -> None:
+        self.cache.check_hicache_events()
+
+    def _write_ack(self, op: dict, index: int) -> None:
+        if self.cache.controller.complete_writes(op.get("n", 1)) == 0:
+            raise Skip(NOTHING_TO_DO)
+        self.cache.check_hicache_events()
+
+    def _load_ack(self, op: dict, index: int) -> None:
+        if self.cache.controller.complete_loads(op.get("n", 1)) == 0:
+            raise Skip(NOTHING_TO_DO)
+        self.cache.check_hicache_events()
+
+    def _l3_ack(self, op: dict, index: int) -> None:
+        cc = self.cache.controller
+        if not cc.pending_backups:
+            raise Skip(NOTHING_TO_DO)
+        cc.complete_backup(min(cc.pending_backups))
+        self.cache.check_hicache_events()
+
+    def _prefetch(self, op: dict, index: int) -> None:
+        c = self.cache
+        if not c.enable_storage or c.ongoing_prefetch:
+            raise Skip(NOTHING_TO_DO)
+        tokens = list(op["tokens"])
+        res = c.match_prefix(tokens)
+        rest = tokens[len(res.device_indices) + res.host_hit_length :]
+        if not rest:
+            raise Skip(NOTHING_TO_FETCH)
+        c.prefetch_from_storage("pf", res.last_host_node, rest)
+        if "pf" not in c.ongoing_prefetch:
+            raise Skip(PREFETCH_DECLINED)
+
+    def _prefetch_done(self, op: dict, index: int) -> None:
+        c, cc = self.cache, self.cache.controller
+        if "pf" not in c.ongoing_prefetch:
+            raise Skip(NOTHING_TO_DO)
+        pop = c.ongoing_prefetch["pf"][3]
+        n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
+        hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
+        cc.finish_prefetch(pop, n, op["mamba_hit"], hashes)
+        cc.append_host_mem_release(pop.host_indices[n:])
+        c.check_prefetch_progress("pf")
+
+    def _inject(self, op: dict, index: int) -> None:
+        self.inject(op["nodes"])
+
+    # operation name -> the method that runs it (every name of operations.OPS, checked below)
+    RUN: ClassVar[dict[str, Callable[[Driver, dict, int], None]]] = {
+        "request": _request, "start": _request, "finish": _finish, "finish_oldest": _finish_oldest,
+        "evict": _evict, "evict_mamba": _evict_mamba, "evict_host": _evict_host, "events": _events,
+        "l3_ack": _l3_ack, "write_ack": _write_ack, "load_ack": _load_ack, "prefetch": _prefetch,
+        "prefetch_done": _prefetch_done, "inject": _inject}
+
+
+if list(Driver.RUN) != list(OPS):  # pragma: no cover - a new operation needs its method here
+    raise InternalError(f"Driver.RUN runs {list(Driver.RUN)}, operations.OPS lists {list(OPS)}")

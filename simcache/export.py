@@ -140,8 +140,7 @@ def _header(run, compare) -> str:
 
 
 def _outcome(run) -> str:
-    c = run.crash
-    return "clean" if c is None else f"{c.type}: {c.message} (in {c.function})"
+    return "clean" if run.crash is None else run.crash.located
 
 
 def _data_block(data: dict) -> str:

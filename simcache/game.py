@@ -15,6 +15,7 @@ from __future__ import annotations
 from html import escape
 
 from .errors import ScenarioError, ScheduleError
+from .operations import describe_op
 from .render.dot import render_svg, snapshot_to_dot
 from .render.frames import page_size, tree_dot
 from .render.panels import PANEL_CSS
@@ -22,7 +23,6 @@ from .render.timeline import timeline_svg
 from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule, format_turns
 from .simulate import simulate
-from .trace import describe_op
 
 
 class SchedulerGame:

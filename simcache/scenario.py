@@ -18,7 +18,8 @@ A scenario file is YAML or JSON (docs/scenarios.md, schema in docs/scenario.sche
 
 An operation is an object (``{op: request, tokens: [1, 2]}``) or a short string: ``request 1 2 3``,
 ``start 1 2``, ``finish``, ``evict 2``, ``evict_mamba 1``, ``evict_host 2``, ``events``, ``l3_ack``,
-``write_ack``, ``load_ack``, ``prefetch 1 2 9``, ``prefetch_done 4 hit`` (or ``miss``), ``finish_oldest``.
+``write_ack``, ``load_ack``, ``prefetch 1 2 9``, ``prefetch_done 4 hit`` (or ``miss``), ``finish_oldest``
+(``operations.OPS`` lists them; ``operations.parse_op`` reads the strings).
 An actor's ``start`` names its request after the actor; its ``finish`` finishes that actor's oldest request.
 The oracle's own ``OPS.json`` (``config`` + ``ops``) is a scenario too: one actor ``main`` running ``ops`` in order.
 """
@@ -30,8 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config import check_settings
 from .errors import ScenarioError, ScheduleError, SimcacheError, shown
-from .ops_run import check_config, check_op
+from .operations import check_op, parse_op
 from .scheduler import Schedule, parse_schedule, round_robin
 
 GALLERY_DIR = Path(__file__).resolve().parent.parent / "assets" / "scenarios"
@@ -41,11 +43,6 @@ _ACTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")  # used with fullmatch: '$' wo
 MAX_NAME = 64  # actor names and request ids
 MAX_TEXT = {"name": 200}  # other text fields: MAX_LONG_TEXT
 MAX_LONG_TEXT = 100_000
-_N_OPS = {"evict", "evict_mamba", "evict_host", "write_ack", "load_ack"}
-_TOKEN_OPS = {"request", "start", "prefetch"}
-_BARE = {"finish", "finish_oldest", "events", "l3_ack", "write_ack", "load_ack"}
-OP_WORDS = ("request", "start", "finish", "finish_oldest", "evict", "evict_mamba", "evict_host", "events", "l3_ack",
-            "write_ack", "load_ack", "prefetch", "prefetch_done")
 _TEXT_KEYS = ("name", "title", "description", "reference", "about", "notes", "minimal_schedule")
 
 
@@ -113,13 +110,6 @@ class Scenario:
         return d
 
 
-def _whole(text: str) -> int:
-    """Plain ASCII digits only: int() would also take '+5', '1_000' and full-width digits."""
-    if not (text.isascii() and text.lstrip("-").isdigit() and len(text) <= 30):
-        raise ValueError(text)
-    return int(text)
-
-
 def actor_name_problem(actor: Any) -> str | None:
     """What is wrong with an actor name, as the end of a sentence (None: nothing)."""
     if not isinstance(actor, str):
@@ -164,37 +154,6 @@ def _check_request_ids(actors: dict[str, list[dict]], name: str) -> None:
                 owner[rid] = (actor, stays or (first is not None and first[1]))
 
 
-def parse_op(raw: Any, where: str) -> dict:
-    if isinstance(raw, dict):
-        return dict(raw)
-    if not isinstance(raw, str) or not raw.strip():
-        raise ScenarioError(f"{where}: {shown(raw)} is not an operation; write an object like "
-                            f"{{op: request, tokens: [1, 2]}} or a string like 'request 1 2'")
-    parts = raw.replace(",", " ").replace("[", " ").replace("]", " ").split()
-    kind, args = parts[0], parts[1:]
-    if kind not in _TOKEN_OPS | _N_OPS | _BARE | {"prefetch_done"}:
-        raise ScenarioError(f"{where}: unknown operation {shown(kind, 40)}; use one of {', '.join(OP_WORDS)}")
-    try:
-        if kind in _TOKEN_OPS:
-            return {"op": kind, "tokens": [_whole(a) for a in args]}
-        if kind in _N_OPS:
-            if not args and kind in _BARE:
-                return {"op": kind}
-            (n,) = args
-            return {"op": kind, "n": _whole(n)}
-        if kind == "prefetch_done":
-            n, hit = args
-            if hit not in ("hit", "miss", "true", "false"):
-                raise ValueError
-            return {"op": kind, "n": _whole(n), "mamba_hit": hit in ("hit", "true")}
-        if kind in _BARE and not args:
-            return {"op": kind}
-    except ValueError:
-        pass
-    raise ScenarioError(f"{where}: cannot read operation {shown(raw)}; write e.g. 'request 1 2 3', 'evict 2', "
-                        f"'prefetch_done 4 hit', 'events'")
-
-
 def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Scenario:
     """Validate plain data (already parsed from YAML/JSON) and build a ``Scenario``; errors say how to fix."""
     if not isinstance(doc, dict):
@@ -221,7 +180,7 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
         if isinstance(doc.get(k), str) and len(doc[k]) > limit:
             raise ScenarioError(f"{name}: '{k}' is {len(doc[k]):,} characters long; keep it under {limit:,}")
     try:
-        cfg = check_config(doc.get("config"))
+        cfg = check_settings(doc.get("config"))
     except ScenarioError as e:
         raise ScenarioError(f"{name}: {e}") from None
     if "actors" in doc and "ops" in doc:

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .driver import Crash
+from .crash import Crash
 from .errors import ConfigError, ScenarioError, ScheduleError, shown
 from .ops_run import execute
 from .scenario import Scenario, from_doc, load
@@ -26,21 +26,16 @@ class Run:
     preset: str
     flags: Flags
     schedule: Schedule
-    result: dict
+    result: dict  # the oracle-format fields (``ops_run.execute``'s report)
     trace: Recorder
-
-    @property
-    def crash(self) -> Crash | None:
-        return self.result["_crash"]
+    crash: Crash | None = None  # what the simulated cache raised, if it did
+    cache: Any = None  # the cache and driver as the run left them
+    driver: Any = None
 
     @property
     def outcome(self) -> str:
         """``"assertion"`` when the simulated cache raised (any exception of SGLang's code), else ``"clean"``."""
         return "clean" if self.crash is None else "assertion"
-
-    @property
-    def cache(self):
-        return self.result["_cache"]
 
     def to_json(self) -> dict[str, Any]:
         r, t = self.result, self.trace
@@ -150,4 +145,5 @@ def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: 
                          device=device)
     except ScenarioError as e:
         raise ScenarioError(f"{scenario.name}: {e}") from None
-    return Run(scenario, name, fl, sched, result, rec)
+    cache, driver, crash = result.pop("_cache"), result.pop("_driver"), result.pop("_crash")
+    return Run(scenario, name, fl, sched, result, rec, crash, cache, driver)

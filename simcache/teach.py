@@ -19,8 +19,8 @@ from __future__ import annotations
 from html import escape
 
 from .cache import HiMambaRadixCache
-from .cli import transcript as _transcript
 from .config import CacheConfig
+from .crash import STALE
 from .driver import Driver, Skip
 from .errors import ConfigError
 from .render.dot import legend_dot, render_svg, snapshot_to_dot
@@ -32,10 +32,10 @@ from .simulate import simulate
 from .snapshot import take
 from .state import dfs, tree_text
 from .trace import Recorder
+from .transcript import transcript as _transcript
 from .versions import preset as preset_flags
 
 CSS = "<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;height:auto}</style>"
-STALE = "parent does not have child key"
 
 
 class HTML:

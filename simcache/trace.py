@@ -40,6 +40,7 @@ from .errors import ConfigError, SimcacheError
 from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all, failing
 from .keys import format_key
 from .node import TreeNode
+from .operations import describe_op
 from .snapshot import NodeView, Snapshot, node_view, pool_views, take
 from .state import holders_of, is_attached
 
@@ -265,7 +266,7 @@ class Recorder:
             self.checkpoints.append(self._checkpoint())
         self._op, self._actor = index, actor
         self.ops.append(OpRecord(index, actor, op, len(self.steps)))
-        self._add("op", None, f"{actor + ': ' if actor else ''}{describe_op(op)}", dict(op=op))
+        self._add("op", None, describe_op(op, actor), dict(op=op))
 
     def end_op(self, index: int, status: str) -> None:
         rec = self.ops[-1]
@@ -559,16 +560,6 @@ class Recorder:
             h.update(json.dumps(chunk, sort_keys=True, default=str)[1:-1].encode())
         h.update(b"]")
         return h.hexdigest()
-
-
-def describe_op(op: dict) -> str:
-    kind = op.get("op")
-    if "tokens" in op:
-        return f"{kind} [{format_key(op['tokens'])}]"
-    if kind == "inject":
-        return f"inject {len(op['nodes'])} node(s)"
-    rest = {k: v for k, v in op.items() if k not in ("op", "note")}
-    return kind + ("" if not rest else " " + " ".join(f"{k}={v}" for k, v in rest.items()))
 
 
 def _describe(kind: str, d: dict) -> tuple[str, dict]:

@@ -29,10 +29,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+from .crash import STALE, signature
 from .errors import SimcacheError
 from .versions import PRESETS
-
-STALE = "parent does not have child key"
 
 
 class WorkloadError(SimcacheError):
@@ -151,7 +150,6 @@ class RateRow:
 
 def run_stream(task: tuple[str, float, int, int, WorkloadSpec]) -> tuple[str | None, bool]:
     """(the crash's signature or None, damage left) of one stream under one preset and pressure (fast path)."""
-    from .explore.machine import signature
     from .ops_run import check_doc, execute
     from .versions import preset as preset_flags
 

@@ -99,7 +99,7 @@ def test_requests_are_named_after_their_actor_and_finish_takes_the_actors_oldest
     ]
     run = simulate(sc, schedule="R1*3 R2*2 R1 R2 R1*2")
     assert run.result["status"] == "........-"  # the last finish has nothing to do
-    assert list(run.result["_driver"].live) == ["mine"]
+    assert list(run.driver.live) == ["mine"]
 
 
 def test_linearize_follows_the_schedule_and_leaves_the_scenario_untouched():

@@ -17,7 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from simcache.cache import HiMambaRadixCache
 from simcache.config import CacheConfig
-from simcache.driver import Driver, Skip, crash_from, raise_if_internal
+from simcache.driver import Driver
+from simcache.operations import RAISED
 from simcache.state import attached_ids, tree_lines
 from simcache.versions import PRESETS
 
@@ -45,14 +46,10 @@ def machine_for(preset_name: str, policy: str, check_host_refs: bool | None = No
             self.ops.append(op)
             protected = {id(n): n for n in self._host_referenced()}
             before = attached_ids(self.cache)
-            try:
-                self.drv.apply(op, len(self.ops) - 1)
-            except Skip:
-                pass
-            except Exception as e:  # noqa: BLE001 - the simulated cache's exceptions are outcomes
-                raise_if_internal(e, f"ops {self.ops}")  # a bug of simcache's own is never an outcome
-                self.crash = crash_from(e)
-                assert self.crash.function != "driver", f"simcache itself failed: {e!r} after ops {self.ops}"
+            # a bug of simcache's own (an InternalError) or a user's mistake is raised, never an outcome
+            if self.drv.step(op, len(self.ops) - 1) == RAISED:
+                self.crash = self.cache.crashed
+                assert self.crash.function != "driver", f"simcache itself failed: {self.crash} after ops {self.ops}"
             if check_host_refs:
                 after = attached_ids(self.cache)
                 for key, n in protected.items():

@@ -18,42 +18,25 @@ from pathlib import Path
 
 import yaml
 
+from ..config import SETTINGS
 from ..errors import SimcacheError
+from ..operations import format_op
 from ..scenario import Scenario
-
-_SHORT_N = {"evict", "evict_mamba", "evict_host"}
-
-
-def op_text(op: dict):
-    """An operation as the short string the scenario format reads back (``request 1 2``), or the dict itself."""
-    kind, rest = op.get("op"), set(op) - {"op"}
-    if kind in ("request", "start", "prefetch") and rest == {"tokens"}:
-        return f"{kind} {' '.join(map(str, op['tokens']))}"
-    if kind in _SHORT_N and rest == {"n"}:
-        return f"{kind} {op['n']}"
-    if kind in ("write_ack", "load_ack") and rest <= {"n"}:
-        return kind if not rest else f"{kind} {op['n']}"
-    if kind == "prefetch_done" and rest == {"n", "mamba_hit"}:
-        return f"prefetch_done {op['n']} {'hit' if op['mamba_hit'] else 'miss'}"
-    if kind in ("finish", "finish_oldest", "events", "l3_ack") and not rest:
-        return kind
-    return dict(op)
+from ..transcript import transcript
 
 
 def short_config(cfg: dict) -> dict:
-    """``cfg`` without the settings that equal their defaults (``ops_run.check_config`` puts them back)."""
-    from ..ops_run import DEFAULTS
-
-    wt = 1 if cfg.get("policy", DEFAULTS["policy"]) == "write_through" else 2
+    """``cfg`` without the settings that equal their defaults (``config.check_settings`` puts them back)."""
+    wt = 1 if cfg.get("policy", SETTINGS["policy"]) == "write_through" else 2
     return {k: v for k, v in cfg.items()
-            if not (k in DEFAULTS and DEFAULTS[k] == v) and not (k == "write_through_threshold" and v == wt)}
+            if not (k in SETTINGS and SETTINGS[k] == v) and not (k == "write_through_threshold" and v == wt)}
 
 
 def scenario_doc(sc: Scenario, schedule: str | None = None) -> dict:
     """The scenario as file data, operations in their short spelling, with ``schedule`` if given."""
     doc = sc.as_doc()
     doc["config"] = short_config(doc["config"])
-    doc["actors"] = {a: [op_text(o) for o in ops] for a, ops in sc.actors.items()}
+    doc["actors"] = {a: [format_op(o) for o in ops] for a, ops in sc.actors.items()}
     if schedule is not None:
         doc["schedule"] = schedule
     if sc.minimal_schedule:
@@ -100,8 +83,6 @@ def _literal(value) -> str:
 
 def pytest_source(doc: dict, preset: str, schedule: str, run) -> str:
     """A self-contained pytest module that replays ``doc`` under ``preset`` and asserts ``run``'s outcome."""
-    from ..cli import transcript
-
     r, crash = run.result, run.crash
     expect = dict(outcome=run.outcome, step=r["step"], status=r["status"], tree=r["tree"],
                   double_frees=[[d["pool"], d["slots"]] for d in r["double_frees"]],

@@ -14,11 +14,11 @@ Vocabulary
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 
 from ..cache import HiMambaRadixCache
-from ..driver import Crash, Driver, Skip, crash_from, raise_if_internal
+from ..crash import signature  # noqa: F401 -- its home is crash.py; the explorer imports it from here
+from ..driver import Driver, Skip, crash_from, raise_if_internal
 from ..errors import SimcacheError
 from ..ops_run import build_config
 from ..scenario import Scenario
@@ -26,16 +26,6 @@ from ..scheduler import Schedule, format_turns
 from ..versions import Flags
 from .fastcopy import fast_copy
 from .statekey import canonical_state, digest
-
-_IDS = re.compile(r"\b(node\.id|x\.id|self\.cache\[node\.id\]\.id)=\d+|(?<=evicted node )\d+")
-
-
-def signature(crash: Crash | None) -> str:
-    """``"clean"`` or ``"AssertionError: <message> @ <function>"`` with node ids blanked (they are labels)."""
-    if crash is None:
-        return "clean"
-    return f"{crash.type}: {_IDS.sub(lambda m: (m.group(1) + '=#') if m.group(1) else '#', crash.message)} " \
-           f"@ {crash.function}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from ..trace import EVICTION_ENTRIES, describe_op
+from ..operations import describe_op
+from ..trace import EVICTION_ENTRIES
 from .moments import assertion_node, assertion_step, op_index_of
 
 _NEXT_KINDS = {"attach", "lock", "backup", "cleaned_up", "detach", "set_add", "lru_insert", "write_ack",
@@ -33,9 +34,10 @@ class StaleStory:
     next_events: tuple[tuple[int, str], ...]  # (step, sentence)
 
 
-def _op_text(trace, k: int) -> str:
+def op_text(trace, k: int) -> str:
+    """Operation ``k`` of ``trace`` as views show it (``R1: request [1 2 3]``)."""
     op = trace.ops[k]
-    return f"{op.actor + ': ' if op.actor else ''}{describe_op(op.op)}"
+    return describe_op(op.op, op.actor)
 
 
 def _look_ahead(trace, nid: int, after: int, limit: int = 8) -> list[tuple[int, str]]:
@@ -81,7 +83,7 @@ def stale_story(trace, node_id: int, at_step: int | None = None) -> StaleStory |
     if entries:
         callers = [h.split("(")[0] for h in ev.holders if "resumes after" in h]
         reentrant = callers[-1] if callers else None
-    return StaleStory(node_id, ev.key, ev.step, k, _op_text(trace, k), chain, ev.holders, reentrant,
+    return StaleStory(node_id, ev.key, ev.step, k, op_text(trace, k), chain, ev.holders, reentrant,
                       tuple(_look_ahead(trace, node_id, ev.step)))
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..trace import describe_op
 from .dot import snapshot_to_dot
-from .explain import explain_html
+from .explain import explain_html, op_text
 from .ghosts import ghosts_at
 from .moments import highlight_at, moments_at, op_index_of
 from .panels import holders_panel, invariants_panel, lru_panel, pools_panel, sets_panel, stack_panel
@@ -38,11 +37,6 @@ class Frame:
 
 def page_size(run) -> int:
     return int(run.scenario.config.get("page_size", 1)) if hasattr(run, "scenario") else 1
-
-
-def op_text(trace, k: int) -> str:
-    op = trace.ops[k]
-    return f"{op.actor + ': ' if op.actor else ''}{describe_op(op.op)}"
 
 
 def caption(run, step: int) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..trace import describe_op
+from ..operations import describe_op
 from .moments import moments, op_index_of
 
 LEFT, LANE, TOP = 118, 26, 22
