@@ -73,7 +73,7 @@ def _make(device: str, scheduler: bool = False, **config) -> tuple[HiMambaRadixC
     cfg = dict(device_kv=32, device_mamba=8, host_kv=32, host_mamba=8, load_back_threshold=1,
                flags=preset("followup_fix"), device=device)
     cache = HiMambaRadixCache(CacheConfig(**{**cfg, **config}))
-    return cache, Driver(cache, scheduler=scheduler)
+    return cache, Driver(cache, retry_mamba_alloc=scheduler)
 
 
 def _check(problems: list[str], what: str, got, want) -> None:
