@@ -138,7 +138,7 @@ def format_op(op: dict) -> str | dict:
 
 
 def describe_op(op: dict, actor: str | None = None) -> str:
-    """The text traces and views show for an operation (``R1: request [1 2 3]``, ``evict n=2``)."""
+    """The text traces and views show for an operation (``R1: request [1,2,3]``, ``evict n=2``)."""
     kind = op.get("op")
     if "tokens" in op:
         text = f"{kind} [{format_key(op['tokens'])}]"
