@@ -70,7 +70,7 @@ def sim_loop(doc: dict, preset: str = PRESET):
     """(seconds of the bare ``Driver.apply`` loop, cache)."""
     cfg, ops = check_doc(doc)
     cache = HiMambaRadixCache(build_config(cfg, preset_flags(preset)))
-    drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
+    drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
     apply = drv.apply
     t = time.perf_counter()
     for i, op in enumerate(ops):
