@@ -75,6 +75,8 @@ OPS: dict[str, OpKind] = {k.name: k for k in (
     _kind("prefetch_done", "n mamba_hit", short="n hit"),
     _kind("inject", "nodes", short=None),  # a scenario's initial nodes
 )}
+_ORACLE = {k.name: k for k in OPS.values() if k.oracle}
+_WITH_EXTRA = {**_ORACLE, **{k.name: k for k in OPS.values() if not k.oracle}}  # (the order of "known ops: ...")
 SHORT_WORDS = tuple(k.name for k in OPS.values() if k.short is not None)
 NODE_FIELDS = {"key", "parent", "device", "mamba", "host", "mamba_host", "hash", "l3_backup"}
 MAX_TOKENS = 1 << 20
@@ -158,9 +160,7 @@ def _is_int(v) -> bool:
 def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
     """Raise a ``ScenarioError`` naming what is wrong with operation ``i`` (``allow_extra``: the simulator's own
     operations are allowed, not only the oracle's)."""
-    known = {k.name: k for k in OPS.values() if k.oracle}
-    if allow_extra:
-        known.update((k.name, k) for k in OPS.values() if not k.oracle)
+    known = _WITH_EXTRA if allow_extra else _ORACLE
     name = op.get("op") if isinstance(op, dict) else None
     if isinstance(op, dict) and "op" not in op:  # YAML's "- evict: 2" gives {"evict": 2}
         raise ScenarioError(f"op {i}: an operation object needs an 'op' field, like {{op: evict, n: 2}} or the "
