@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from ..crash import STALE  # the race this project teaches; preferred when choosing what to shrink
 from ..errors import ScenarioError, SimcacheError
 from ..scenario import load
 from ..versions import parse_flag
@@ -10,7 +11,6 @@ from .progress import progress_for
 from .results import ExploreResult, Failure
 from .search import explore
 
-STALE = "parent does not have child key"  # the race this project teaches; preferred when choosing what to shrink
 DEFAULT_BOUND = 2  # the CLI's preemption bound when none is given (the API's default is no bound)
 
 

@@ -16,6 +16,7 @@ import io
 
 from matplotlib.figure import Figure  # a bare Figure draws with Agg and leaves pyplot's backend alone
 
+from ..crash import STALE
 from .moments import moments
 
 COLORS = {"device_kv": "#1d4ed8", "device_mamba": "#7c3aed", "host_kv": "#b45309", "host_mamba": "#db2777"}
@@ -58,7 +59,7 @@ def pool_occupancy(trace, *, title: str = "Pool occupancy") -> Figure:
 
 
 RATE_LABELS = {"crash_rate": "fraction of runs raising any assertion",
-               "race_rate": "fraction of runs reaching parent does not have child key",
+               "race_rate": f"fraction of runs reaching {STALE}",
                "damage_rate": "fraction of runs leaving a double free or a leak"}
 
 
