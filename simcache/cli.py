@@ -254,7 +254,7 @@ def cmd_explore(a) -> int:
 
 
 def cmd_workload(a) -> int:
-    from .explore.progress import progress_for
+    from .progress import progress_for
     from .versions import PRESETS as known
     from .workload import WorkloadSpec, crash_rates, table
 

@@ -179,7 +179,7 @@ def crash_rates(presets: Sequence[str] = ("pre_fix", "merged_fix", "followup_fix
             raise WorkloadError(f"{label} must be a whole number >= 1, not {v!r}")
     tasks = [(name, float(p), seed, i, spec) for name in presets for p in pressures for i in range(n_streams)]
     if jobs > 1:
-        from .explore.pool import Pool, mp_context, quiet_worker, workers_for
+        from .pool import Pool, mp_context, quiet_worker, workers_for
 
         with Pool(workers_for(jobs, len(tasks)), mp_context=mp_context(),
                                  initializer=quiet_worker) as pool:

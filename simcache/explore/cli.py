@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 from ..errors import ScenarioError, SimcacheError
+from ..progress import progress_for
 from ..scenario import load
 from ..versions import parse_flag
-from .progress import progress_for
 from .results import ExploreResult, Failure
 from .search import explore
 
