@@ -9,7 +9,8 @@ The class is split by concern, one mixin a module, each mirroring the SGLang fun
 - ``evict_device.py``: evict, _evict_device_leaf, _evict_to_host, _evict_regular, evict_mamba.
 - ``evict_host.py``: evict_host, _evict_host_leaf, the tombstone cascade, _delete_tombstone_leaf,
   evict_mamba_host, and the stale-node guards of the described fix.
-- ``hicache.py``: write_backup, _inc_hit_count, acks, load_back, the L3 paths (backup, prefetch).
+- ``hicache.py``: write_backup, _inc_hit_count, acks, host refs, load_back.
+- ``storage.py``: L3 storage: write_backup_storage, prefetch_from_storage, check_prefetch_progress, storage acks.
 - ``requests.py``: cache_finished_req / cache_unfinished_req.
 This module holds the state, the leaf sets, the size counters and the locks.
 
@@ -36,11 +37,12 @@ from .lru import LRUList, OrderedLeafSet
 from .node import TreeNode
 from .pools import Pools
 from .requests import RequestCaching
+from .storage import L3Storage, PrefetchInFlight
 from .trace_hooks import SIMULATED_CODE, register, simulated
 from .tree import TreeOps
 
 
-class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestCaching):
+class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storage, RequestCaching):
     def __init__(self, config: CacheConfig | None = None, recorder=None) -> None:
         self.config = config = config or CacheConfig()
         self.flags = config.flags
@@ -57,7 +59,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.prefetch_threshold = config.prefetch_threshold
         self.ongoing_write_through: dict[int, TreeNode] = {}
         self.ongoing_load_back: dict[int, TreeNode] = {}
-        self.ongoing_prefetch: dict[str, tuple] = {}
+        self.ongoing_prefetch: dict[str, PrefetchInFlight] = {}
         self.ongoing_backup: dict[int, tuple[TreeNode, bool]] = {}
         self.prefetch_loaded_tokens_by_reqid: dict[str, int] = {}
         self.evictable_full_device_leaves = OrderedLeafSet("evictable_full_device_leaves")
@@ -112,12 +114,16 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self._next_id += 1
         return node
 
-    def ck(self, key: Key) -> Hashable:
-        ps = self.page_size  # keys.child_key, inline (a hot path)
+    def child_key(self, key: Key) -> Hashable:
+        """The slot ``key`` occupies in its parent's ``children``: its first token, or its first page as a tuple
+        (SGLang's ``get_child_key_fn``; ``keys.child_key``, inline: a hot path)."""
+        ps = self.page_size
         return key[0] if ps == 1 else tuple(key[:ps])
 
+    ck = child_key  # the old name; explore/machine.py (edited on another branch) still calls it
+
     def _attach(self, parent: TreeNode, node: TreeNode, key: Key | None = None) -> None:
-        slot = self.ck(node.key if key is None else key)
+        slot = self.child_key(node.key if key is None else key)
         replaced = parent.children.get(slot)
         parent.children[slot] = node
         if replaced is not None and replaced is not node and self.cuts is not None:
@@ -127,7 +133,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
 
     def _detach(self, parent: TreeNode, node: TreeNode) -> TreeNode | None:
         """Pop ``node``'s slot from ``parent`` (whatever it holds now) and return what was there."""
-        slot = self.ck(node.key)
+        slot = self.child_key(node.key)
         popped = parent.children.pop(slot, None)
         self.detach_count += 1
         if self.cuts is not None:
@@ -140,7 +146,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         """Pop ``node``'s slot from its parent and assert it held ``node`` (SGLang's check, same message)."""
         parent = node.parent
         if self._detach(parent, node) is not node:
-            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+            raise CacheAssertion(f"parent does not have child key, {self.child_key(node.key)}")
         return parent
 
     def _free_host_mamba(self, node: TreeNode) -> None:

@@ -95,12 +95,7 @@ class CacheController:
         self._op_ids = itertools.count(1)
         self.evict_mamba_host: Callable[[int], object] = lambda n: 0
         self.evict_mamba: Callable[[int], object] = lambda n: 0
-        self.observer: Callable[[str, dict], None] | None = None
         self.stream = None if pools.streams is None else pools.streams.new_stream()  # on the pools' device
-
-    def _notify(self, what: str, **data) -> None:
-        if self.observer is not None:
-            self.observer(what, data)
 
     # --- extra (Mamba) pools, one evict-and-retry, roll back on failure ---
     def _resolve_mamba(self, transfers: list[MambaTransfer] | None, to_host: bool) -> bool:
@@ -140,16 +135,13 @@ class CacheController:
         p = self.pools
         host = p.host_kv.alloc(len(device_indices))
         if host is None:
-            self._notify("write_fail", node_id=node_id, reason="host_kv")
             return None
         if not self._resolve_mamba(extra, to_host=True):
             p.host_kv.free(host)
-            self._notify("write_fail", node_id=node_id, reason="host_mamba")
             return None
         pairs = [(p.device_kv, device_indices, p.host_kv, host)]
         pairs += [(p.device_mamba, t.device_indices, p.host_mamba, t.host_indices) for t in extra or ()]
         self.ack_write_queue.append(Ack([node_id], self.auto_complete, self._copy(pairs)))
-        self._notify("write", node_id=node_id, host=list(host))
         return host
 
     def load(self, host_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
@@ -158,18 +150,15 @@ class CacheController:
         if host_indices:
             got = p.device_kv.alloc(len(host_indices))
             if got is None:
-                self._notify("load_fail", node_id=node_id, reason="device_kv")
                 return None
             dev = got
         if not self._resolve_mamba(extra, to_host=False):
             if host_indices:
                 p.device_kv.free(dev)
-            self._notify("load_fail", node_id=node_id, reason="device_mamba")
             return None
         pairs = [(p.host_kv, host_indices, p.device_kv, dev)]
         pairs += [(p.host_mamba, t.host_indices, p.device_mamba, t.device_indices) for t in extra or ()]
         self.ack_load_queue.append(Ack([node_id], self.auto_complete, self._copy(pairs)))
-        self._notify("load", node_id=node_id, device=list(dev))
         return dev
 
     def complete_writes(self, n: int = 1) -> int:
@@ -191,7 +180,6 @@ class CacheController:
     def write_storage(self, host_indices: Slots, key: Key, hash_value, extra=None) -> int:
         op = StorageOp(next(self._op_ids), host_indices, key, hash_value, extra)
         self.pending_backups[op.id] = op
-        self._notify("l3_backup_start", op_id=op.id)
         return op.id
 
     def complete_backup(self, op_id: int) -> None:
@@ -202,7 +190,6 @@ class CacheController:
 
     def prefetch(self, request_id: str, host_indices: Slots, tokens: list[int], prefix_tokens: list[int],
                  extra=None) -> PrefetchOp:
-        self._notify("prefetch_start", request_id=request_id)
         return PrefetchOp(request_id, host_indices, list(tokens), list(prefix_tokens), extra)
 
     def finish_prefetch(self, op: PrefetchOp, completed_tokens: int, mamba_hit: bool, hashes: list[str]) -> None:

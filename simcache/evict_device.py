@@ -97,7 +97,7 @@ class DeviceEviction:
 
     @simulated
     def _evict_regular(self, node: TreeNode) -> tuple[int, int]:
-        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(node, "_evict_regular"):
+        if self._stale_guard(node, "_evict_regular", before_asserts=True):
             return 0, 0
         if node.value is None:
             raise CacheAssertion(f"already evicted, node.id={node.id}")
@@ -105,8 +105,7 @@ class DeviceEviction:
             raise CacheAssertion(f"backuped node, node.id={node.id}")
         if len(node.children) != 0:
             raise CacheAssertion(f"non-leaf, node.id={node.id}")
-        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_evict_regular"):
+        if self._stale_guard(node, "_evict_regular", before_asserts=False):
             return 0, 0
         full = len(node.value)
         self.controller.evict_device(node.value)

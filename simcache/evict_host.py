@@ -51,8 +51,7 @@ class HostEviction:
 
     @simulated
     def _evict_host_leaf(self, node: TreeNode) -> int:
-        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_evict_host_leaf"):
+        if self._stale_guard(node, "_evict_host_leaf", before_asserts=True):
             return 0
         if node.value is not None:
             raise CacheAssertion(f"not evicted, node.id={node.id}")
@@ -65,8 +64,7 @@ class HostEviction:
         if node.host_mamba_ref_counter != 0:
             raise CacheAssertion(
                 f"host mamba in use, node.id={node.id} node.host_mamba_ref_counter={node.host_mamba_ref_counter}")
-        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_evict_host_leaf"):
+        if self._stale_guard(node, "_evict_host_leaf", before_asserts=False):
             return 0
         full = self.controller.evict_host(node.host_value)
         node.host_value = None
@@ -79,8 +77,7 @@ class HostEviction:
 
     @simulated
     def _delete_tombstone_leaf(self, node: TreeNode) -> None:
-        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_delete_tombstone_leaf"):
+        if self._stale_guard(node, "_delete_tombstone_leaf", before_asserts=True):
             return
         if node.mamba_value is not None:
             raise CacheAssertion(f"has mamba value, node.id={node.id}")
@@ -88,8 +85,7 @@ class HostEviction:
             raise CacheAssertion(f"has mamba host value, node.id={node.id}")
         if len(node.children) != 0:
             raise CacheAssertion(f"leaf node has children, node.id={node.id}")
-        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_delete_tombstone_leaf"):
+        if self._stale_guard(node, "_delete_tombstone_leaf", before_asserts=False):
             return
         parent = self._pop_from_parent(node)
         self._discard_from_leaf_sets(node)
@@ -151,7 +147,15 @@ class HostEviction:
     # --- the described fix (flag stale_guards); never merged ---
     def _has_fresh_parent_link(self, node: TreeNode) -> bool:
         """True iff ``node``'s parent still holds this very object in ``node``'s slot."""
-        return node.parent is not None and node.parent.children.get(self.ck(node.key)) is node
+        return node.parent is not None and node.parent.children.get(self.child_key(node.key)) is node
+
+    def _stale_guard(self, node: TreeNode, where: str, before_asserts: bool) -> bool:
+        """The described fix's guard in ``where``, at one of its two places: before SGLang's asserts (flag
+        ``guard_before_asserts``, the review's order) or after them (the PR text's). True when the guard is on there
+        and ``node`` was stale: it has been cleaned up and the caller skips it."""
+        flags = self.flags
+        return (flags.stale_guards and bool(flags.guard_before_asserts) == before_asserts
+                and self._skip_if_stale(node, where))
 
     def _skip_if_stale(self, node: TreeNode, where: str) -> bool:
         if self._has_fresh_parent_link(node):
@@ -179,7 +183,7 @@ class HostEviction:
             removed.append(lru.name)
         parent_id = node.parent.id if node.parent is not None else None
         warning = (f"Skip stale HiMamba eviction node_id={node.id} reason={reason} parent_id={parent_id} "
-                   f"child_key={self.ck(node.key)}")
+                   f"child_key={self.child_key(node.key)}")
         self.warnings.append(warning)
         if self.recorder is not None:
             self.recorder.event("cleaned_up", node=node, reason=reason, removed=tuple(removed), warning=warning)

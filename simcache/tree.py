@@ -42,8 +42,8 @@ class TreeOps:
         node = self.root_node
         value: list[list[int]] = []
         best_len, best = 0, node
-        while len(key) > 0 and self.ck(key) in node.children:
-            child = node.children[self.ck(key)]
+        while len(key) > 0 and self.child_key(key) in node.children:
+            child = node.children[self.child_key(key)]
             if child.value is None and child.host_value is None:
                 break
             if node.mamba_value is not None or node.mamba_host_value is not None:
@@ -111,8 +111,8 @@ class TreeOps:
         if len(key) == 0:
             return 0, True
         total = 0
-        while len(key) > 0 and self.ck(key) in node.children:
-            node = node.children[self.ck(key)]
+        while len(key) > 0 and self.child_key(key) in node.children:
+            node = node.children[self.child_key(key)]
             self._set_current(node)
             node.last_access_time = self.tick()
             if node.value is not None:
@@ -198,7 +198,7 @@ class TreeOps:
         new.parent = child.parent
         new.full_lock_ref = child.full_lock_ref
         new.value = child.value[:split_len]
-        new.children = {self.ck(key[split_len:]): child}
+        new.children = {self.child_key(key[split_len:]): child}
         child.last_access_time = self.tick()
         self.full_lru_list.remove_node(child)
         if child.mamba_value is not None:
@@ -223,7 +223,7 @@ class TreeOps:
     def _split_evicted_node(self, key: Key, child: TreeNode, split_len: int) -> TreeNode:
         self.evictable_full_host_leaves.discard(child)
         new = self._new_node(child.key[:split_len])
-        new.children = {self.ck(key[split_len:]): child}
+        new.children = {self.child_key(key[split_len:]): child}
         new.parent = child.parent
         new.full_lock_ref = child.full_lock_ref
         if child.host_value is not None:
