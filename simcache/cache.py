@@ -19,6 +19,12 @@ I0 every node referenced by a set, a list or an in-flight map is attached; I1 an
 evicted; I2 under write-through a backed-up node's parent is backed up; I3 an attached evicted node is backed up;
 I4 no leaf is a tombstone.
 
+The contract: every public method of the cache (here and in its mixins), of ``LRUList`` and of ``CacheController``
+has a docstring saying what it mutates, what must be locked, and which SGLang function it mirrors, with its line
+in SGLang at ``4a50cd78`` (#23696, the ``followup_fix`` preset); ``tests/test_contract.py`` holds every public
+method to it. "Locked" means the node lock counts (``full_lock_ref``, ``mamba_lock_ref``) and host refs: SGLang's
+cache runs on the scheduler's one thread, so no mutex is involved.
+
 Methods here raise ``CacheAssertion`` (and whatever SGLang would raise) like the real code; ``simcache.driver``
 turns that into an outcome at the operation boundary.
 """
@@ -86,6 +92,11 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
 
     @property
     def recorder(self):
+        """The attached ``trace.Recorder`` (None: untraced). Setting it swaps the class between the traced and the
+        unwrapped methods.
+
+        Mutates: the cache's class and the controller's two bound hooks; locks: none.
+        SGLang: none (simcache's observer hook)."""
         return self._recorder
 
     @recorder.setter
@@ -104,7 +115,10 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
         self.clock += n
 
     def tick(self) -> float:
-        """SGLang's ``get_last_access_time``: a logical clock that advances by one per call."""
+        """The logical clock's next access time, advancing by one per call.
+
+        Mutates: the clock; locks: none.
+        SGLang: ``get_last_access_time``, mamba_radix_cache.py:158 (a class-level counter there, per cache here)."""
         t = self.clock
         self.clock += 1.0
         return t
@@ -116,7 +130,10 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
 
     def child_key(self, key: Key) -> Hashable:
         """The slot ``key`` occupies in its parent's ``children``: its first token, or its first page as a tuple
-        (SGLang's ``get_child_key_fn``; ``keys.child_key``, inline: a hot path)."""
+        (``keys.child_key``, inline: a hot path).
+
+        Mutates: nothing; locks: none.
+        SGLang: ``RadixKey.child_key``, radix_cache.py:183."""
         ps = self.page_size
         return key[0] if ps == 1 else tuple(key[:ps])
 
@@ -192,6 +209,13 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
     # --- locks (reference c.5) ---
     @simulated
     def inc_lock_ref(self, node: TreeNode) -> int:
+        """Lock ``node`` and its device ancestors against eviction; returns minus the tokens moved from evictable to
+        protected.
+
+        Mutates: ``full_lock_ref`` on each device node up to the root (and ``mamba_lock_ref`` of ``node``), the
+        evictable/protected size counters, the device leaf set. Locks: takes one full lock per device node on the
+        path; every caller pairs it with ``dec_lock_ref``.
+        SGLang: ``HiMambaRadixCache.inc_lock_ref``, hi_mamba_radix_cache.py:1154."""
         delta = 0
         if node.mamba_value is not None:
             if node.mamba_lock_ref == 0:
@@ -217,6 +241,11 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
 
     @simulated
     def dec_lock_ref(self, node: TreeNode) -> int:
+        """Release one lock taken by ``inc_lock_ref(node)``; returns the tokens made evictable again.
+
+        Mutates: the same fields as ``inc_lock_ref``, back; a device node whose last lock goes is re-checked as a
+        leaf. Locks: ``node``'s path must hold a lock (SGLang's assert otherwise).
+        SGLang: ``HiMambaRadixCache.dec_lock_ref``, hi_mamba_radix_cache.py:1182."""
         delta = 0
         if node.mamba_value is not None and node.mamba_lock_ref > 0:
             if node.mamba_lock_ref == 1:
@@ -247,6 +276,10 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
 
     # --- views used by tests, invariants and renderers ---
     def sizes(self) -> dict[str, int]:
+        """The four size counters: evictable and protected device tokens, evictable and protected device Mamba states.
+
+        Mutates: nothing; locks: none.
+        SGLang: ``full_evictable_size`` .. ``mamba_protected_size``, mamba_radix_cache.py:895-909."""
         return dict(full_evictable=self.full_evictable_size_, full_protected=self.full_protected_size_,
                     mamba_evictable=self.mamba_evictable_size_, mamba_protected=self.mamba_protected_size_)
 

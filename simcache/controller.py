@@ -46,10 +46,15 @@ class Ack:
     copies: list[PendingCopy] = field(default_factory=list)  # copies issued on a side stream, not yet complete
 
     def query(self) -> bool:
+        """Whether the copy completed (its ack may be consumed).
+
+        SGLang: the ack's ``finish_event.query()`` (``HiCacheAck``, cache_controller.py:141)."""
         return self.done
 
     def synchronize(self) -> None:
-        """Complete the ack's copies: wait for their events, land backups in the host pool."""
+        """Wait for the copies this ack covers (a backup's data reaches the host pool only now).
+
+        SGLang: the ack's ``finish_event.synchronize()`` (``HiCacheAck``, cache_controller.py:141)."""
         for copy in self.copies or ():  # the explorer's data-free machines issue no copies (None)
             copy.complete()
 
@@ -132,6 +137,11 @@ class CacheController:
         return [c for c in copies if c is not None]
 
     def write(self, device_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
+        """Allocate host KV for ``device_indices`` (None when short), then the host Mamba slots of ``extra`` (evicting
+        once, rolling back on failure); queue the copy and its ack.
+
+        Mutates: the host pools, ``ack_write_queue``.
+        SGLang: ``HiCacheController.write``, cache_controller.py:689."""
         p = self.pools
         host = p.host_kv.alloc(len(device_indices))
         if host is None:
@@ -145,6 +155,11 @@ class CacheController:
         return host
 
     def load(self, host_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
+        """Allocate device KV for ``host_indices`` (None when short), then the device Mamba slots of ``extra``; queue
+        the copy and its ack.
+
+        Mutates: the device pools, ``ack_load_queue``.
+        SGLang: ``HiCacheController.load``, cache_controller.py:744."""
         p = self.pools
         dev: Slots = []
         if host_indices:
@@ -162,38 +177,66 @@ class CacheController:
         return dev
 
     def complete_writes(self, n: int = 1) -> int:
-        """Mark the oldest ``n`` pending writes complete (manual acks); returns how many were marked."""
+        """Mark the oldest ``n`` pending writes complete (manual acks); returns how many were marked.
+
+        SGLang: none (stands for the copy stream finishing the writes ``start_writing`` issued,
+        cache_controller.py:707)."""
         return _complete(self.ack_write_queue, n)
 
     def complete_loads(self, n: int = 1) -> int:
+        """Mark the oldest ``n`` pending loads complete (manual acks); returns how many were marked.
+
+        SGLang: none (stands for the copy stream finishing ``start_loading``'s loads, cache_controller.py:783)."""
         return _complete(self.ack_load_queue, n)
 
     def evict_device(self, device_indices: Slots) -> int:
+        """Free device KV slots; returns how many.
+
+        SGLang: ``HiCacheController.evict_device``, cache_controller.py:832."""
         self.pools.device_kv.free(device_indices)
         return len(device_indices)
 
     def evict_host(self, host_indices: Slots) -> int:
+        """Free host KV slots; returns how many.
+
+        SGLang: ``HiCacheController.evict_host``, cache_controller.py:836."""
         self.pools.host_kv.free(host_indices)
         return len(host_indices)
 
     # --- L3 storage ---
     def write_storage(self, host_indices: Slots, key: Key, hash_value, extra=None) -> int:
+        """Start an L3 backup of host slots; returns its operation id (pending until ``complete_backup``).
+
+        Mutates: ``pending_backups``.
+        SGLang: ``HiCacheController.write_storage``, cache_controller.py:1057."""
         op = StorageOp(next(self._op_ids), host_indices, key, hash_value, extra)
         self.pending_backups[op.id] = op
         return op.id
 
     def complete_backup(self, op_id: int) -> None:
+        """Deliver backup ``op_id``'s storage ack (queued for ``drain_storage_control_queues``).
+
+        SGLang: none (stands for ``backup_thread_func`` finishing, cache_controller.py:1152)."""
         self.ack_backup_queue.append(self.pending_backups.pop(op_id))
 
     def prefetch_rate_limited(self) -> bool:
+        """Whether in-flight prefetches already hold the token budget.
+
+        SGLang: ``HiCacheController.prefetch_rate_limited``, cache_controller.py:968."""
         return self.prefetch_tokens_occupied >= self.prefetch_capacity_limit
 
     def prefetch(self, request_id: str, host_indices: Slots, tokens: list[int], prefix_tokens: list[int],
                  extra=None) -> PrefetchOp:
+        """A prefetch operation for ``tokens`` into the reserved host slots.
+
+        SGLang: ``HiCacheController.prefetch``, cache_controller.py:854."""
         return PrefetchOp(request_id, host_indices, list(tokens), list(prefix_tokens), extra)
 
     def finish_prefetch(self, op: PrefetchOp, completed_tokens: int, mamba_hit: bool, hashes: list[str]) -> None:
-        """Storage delivered ``completed_tokens`` (and the Mamba state if ``mamba_hit``) into the reserved slots."""
+        """Storage delivered ``completed_tokens`` (and the Mamba state if ``mamba_hit``) into the reserved slots.
+
+        SGLang: none (stands for ``prefetch_thread_func`` / ``_page_transfer`` filling the slots,
+        cache_controller.py:1010 / :921)."""
         op.completed_tokens, op.hash_value, op.mamba_hit = completed_tokens, hashes, mamba_hit
         full = op.prefix_tokens + op.token_ids[:completed_tokens]
         self.pools.host_kv.write(op.host_indices[:completed_tokens],
@@ -203,10 +246,16 @@ class CacheController:
                 self.pools.host_mamba.write(t.host_indices, [mamba_fingerprint(full)])
 
     def terminate_prefetch(self, op: PrefetchOp) -> tuple[int, list[str]]:
+        """Stop a prefetch; returns (tokens completed, their page hashes).
+
+        SGLang: ``HiCacheController.terminate_prefetch``, cache_controller.py:871."""
         op.terminated = True
         return op.completed_tokens, op.hash_value
 
     def append_host_mem_release(self, host_indices: Slots) -> None:
+        """Queue host slots to free at the next drain.
+
+        SGLang: ``HiCacheController.append_host_mem_release``, cache_controller.py:875."""
         for i in range(0, len(host_indices), self.page_size):  # page-granular, as the real controller queues it
             self.host_mem_release_queue.append(list(host_indices[i : i + self.page_size]))
 

@@ -24,6 +24,14 @@ from .trace_hooks import simulated
 class HostEviction:
     @simulated
     def evict_host(self, num_tokens: int) -> None:
+        """Free at least ``num_tokens`` host KV tokens: delete host-only leaves by access time, each followed by the
+        tombstone cascade.
+
+        Mutates: the tree (detaches leaves and, through the cascade, ancestors: where a held node goes stale), the
+        host KV and host Mamba pools, the leaf sets and LRU lists. Locks: nodes with a host ref are not host leaves;
+        the cascade checks device locks (and, with ``cascade_respects_host_refs``, host refs) before deleting a
+        parent.
+        SGLang: ``HiMambaRadixCache.evict_host``, hi_mamba_radix_cache.py:706 (``_evict_host_leaf`` :567)."""
         leaves = self.evictable_full_host_leaves
         if leaves.ordered():  # the same victims in the same order, without a heap per call (lru.py)
             walk, num_evicted = EvictionRound(leaves), 0
@@ -118,6 +126,12 @@ class HostEviction:
 
     @simulated
     def evict_mamba_host(self, num: int) -> int:
+        """Free ``num`` host Mamba states, least recently used first: a host leaf is evicted whole
+        (``_evict_host_leaf``), any other node loses only its host Mamba state.
+
+        Mutates: the host Mamba LRU list and pool, the tree for host leaves. Locks: nodes with ``mamba_lock_ref`` > 0
+        are skipped; a host-referenced node here trips SGLang's assert.
+        SGLang: ``HiMambaRadixCache.evict_mamba_host``, hi_mamba_radix_cache.py:722."""
         if num <= 0:
             return 0
         lru = self.mamba_host_lru_list

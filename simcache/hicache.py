@@ -34,6 +34,13 @@ class HiCache:
 
     @simulated
     def write_backup(self, node: TreeNode, write_back: bool = False) -> int:
+        """Copy ``node``'s device KV (and Mamba state) to host; returns the tokens written (0: skipped or no room).
+
+        Mutates: the host pools (through the controller), ``node.host_value``, ``ongoing_write_through``; when the
+        host is full it calls ``evict_host`` and retries once without re-checking ``node`` (the re-entrancy behind
+        the stale-node race). Locks: write-through locks ``node`` until its ack (``writing_check``); write-back takes
+        no lock.
+        SGLang: ``HiMambaRadixCache.write_backup``, hi_mamba_radix_cache.py:203."""
         if self._parent_blocks_backup(node, write_back):
             return 0
         if node.mamba_value is not None and node.mamba_host_value is not None:
@@ -60,12 +67,21 @@ class HiCache:
 
     @simulated
     def mamba_backup_transfers(self, node: TreeNode):
+        """The Mamba half of a write: one transfer from ``node``'s device Mamba slot to its host slot (allocated by the
+        controller when None).
+
+        Mutates: nothing; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_backup_transfers``, hi_mamba_radix_cache.py:1961."""
         if node.mamba_value is None:
             return None
         return [MambaTransfer(node.mamba_host_value, node.mamba_value)]
 
     @simulated
     def mamba_backup_commit(self, node: TreeNode, transfers) -> None:
+        """Record the host Mamba slot a write allocated on ``node`` and list it in the host Mamba LRU.
+
+        Mutates: ``node.mamba_host_value``, the host Mamba LRU list; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_backup_commit``, hi_mamba_radix_cache.py:1973."""
         if not transfers:
             return
         host = transfers[0].host_indices
@@ -75,6 +91,11 @@ class HiCache:
 
     @simulated
     def writing_check(self, write_back: bool = False) -> None:
+        """Consume the write acks that completed, in order (all of them, blocking, for write-back).
+
+        Mutates: the ack queue, ``ongoing_write_through``; starts the node's L3 backup when storage is on. Locks:
+        releases the lock ``write_backup`` took (write-through).
+        SGLang: ``HiMambaRadixCache.writing_check``, hi_mamba_radix_cache.py:374."""
         queue = self.controller.ack_write_queue
         if write_back:  # blocking: wait for every write
             while len(self.ongoing_write_through) > 0:
@@ -110,6 +131,11 @@ class HiCache:
 
     @simulated
     def loading_check(self) -> None:
+        """Consume the load acks that completed, in order.
+
+        Mutates: the ack queue, ``ongoing_load_back``. Locks: releases the lock ``load_back`` took on the loaded
+        node.
+        SGLang: ``HiMambaRadixCache.loading_check``, hi_mamba_radix_cache.py:416."""
         queue = self.controller.ack_load_queue
         finished = 0
         for ack in queue:
@@ -129,6 +155,11 @@ class HiCache:
 
     @simulated
     def check_hicache_events(self) -> None:
+        """The scheduler's per-step poll: write acks, load acks, then the storage queues.
+
+        Mutates: what ``writing_check``, ``loading_check`` and ``drain_storage_control_queues`` mutate; locks:
+        releases theirs.
+        SGLang: ``HiMambaRadixCache.check_hicache_events``, hi_mamba_radix_cache.py:435."""
         self.writing_check()
         self.loading_check()
         if self.enable_storage:
@@ -165,6 +196,13 @@ class HiCache:
     # --- load back (host -> device) ---
     @simulated
     def load_back(self, node: TreeNode, mem_quota: int | None = None, req=None):
+        """Copy the host-only nodes from ``node`` up to its first device ancestor back to device; returns the device
+        slots, or None (below the threshold, over ``mem_quota``, or no room even after ``evict``).
+
+        Mutates: the device pools, each loaded node's ``value``, the LRU lists and counters, ``ongoing_load_back``;
+        may ``evict``. Locks: locks the device ancestor while it evicts, then locks ``node`` until its load ack
+        (``loading_check``).
+        SGLang: ``HiMambaRadixCache.load_back``, hi_mamba_radix_cache.py:244."""
         last_hit = node
         to_load: list[TreeNode] = []
         while node.value is None:
@@ -213,6 +251,10 @@ class HiCache:
 
     @simulated
     def mamba_restore_commit(self, restored: list[TreeNode], transfers) -> None:
+        """Record the device Mamba slots a load allocated on the restored nodes.
+
+        Mutates: their ``mamba_value``; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_restore_commit``, hi_mamba_radix_cache.py:2066."""
         if not restored or not transfers or transfers[0].device_indices is None:
             return
         offset = 0
@@ -223,6 +265,11 @@ class HiCache:
 
     @simulated
     def mamba_restore_transfers(self, last_hit: TreeNode, restore: list[TreeNode], req):
+        """The Mamba half of a load: host->device transfers for the restored nodes, and for the request's own Mamba slot
+        (allocated here, evicting once if needed).
+
+        Mutates: ``req.mamba_pool_idx``, the device Mamba pool. Locks: locks ``last_hit`` around the eviction.
+        SGLang: ``HiMambaRadixCache.mamba_restore_transfers``, hi_mamba_radix_cache.py:2020."""
         host = [i for n in restore if n.mamba_host_value is not None for i in n.mamba_host_value]
         transfers = [MambaTransfer(host, None)] if host else []
         if req is not None and last_hit in restore and last_hit.mamba_host_value is not None:
@@ -236,6 +283,10 @@ class HiCache:
 
     @simulated
     def init_load_back(self, last_host_node: TreeNode, mem_quota: int | None = None, req=None):
+        """Load the host part of a match back before a request runs; returns (device slots, the node to lock).
+
+        Mutates: what ``load_back`` mutates. Locks: as ``load_back``; the caller then locks the returned node.
+        SGLang: ``HiMambaRadixCache.init_load_back``, hi_mamba_radix_cache.py:340."""
         last = last_host_node
         if last.value is None or (last.mamba_value is None and last.mamba_host_value is not None):
             loaded = self.load_back(last, mem_quota, req=req)

@@ -43,6 +43,11 @@ class L3Storage:
     # --- backups to storage ---
     @simulated
     def write_backup_storage(self, node: TreeNode) -> None:
+        """Start ``node``'s L3 backup (its host copy to storage).
+
+        Mutates: the controller's pending backups, ``ongoing_backup``. Locks: host-references ``node`` (and its host
+        Mamba state when archived) until the storage ack, so host eviction skips it.
+        SGLang: ``HiMambaRadixCache.write_backup_storage``, hi_mamba_radix_cache.py:1669."""
         extra = self.mamba_archive_transfers(node)
         op_id = self.controller.write_storage(node.host_value, node.key, node.hash_value, extra)
         mamba_protected = extra is not None
@@ -51,12 +56,20 @@ class L3Storage:
 
     @simulated
     def mamba_archive_transfers(self, node: TreeNode):
+        """The Mamba half of an L3 backup: ``node``'s host Mamba slot, if it has one and hashes.
+
+        Mutates: nothing; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_archive_transfers``, hi_mamba_radix_cache.py:1984."""
         if node.mamba_host_value is None or not node.hash_value:
             return None
         return [MambaTransfer(node.mamba_host_value, None)]
 
     @simulated
     def mamba_prefetch_alloc(self, tokens: list[int]):
+        """One host Mamba slot for a prefetch (evicting host Mamba states once if short).
+
+        Mutates: the host Mamba pool; may ``evict_mamba_host``. Locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_prefetch_alloc``, hi_mamba_radix_cache.py:1997."""
         if not tokens:
             return None
         slot = self._alloc_with_evict(self.pools.host_mamba, 1, self.evict_mamba_host)
@@ -65,6 +78,13 @@ class L3Storage:
     # --- storage acks and revoked prefetches ---
     @simulated
     def drain_storage_control_queues(self) -> None:
+        """Process the storage queues as they stood on entry: revoked prefetches (undone), storage acks (backups done),
+        host pages to release.
+
+        Mutates: ``ongoing_prefetch``, ``ongoing_backup``, the host pools, the prefetch token count. Locks: releases
+        the host refs of revoked prefetches and finished backups.
+        SGLang: ``HiMambaRadixCache.drain_storage_control_queues``, hi_mamba_radix_cache.py:1590
+        (``_drain_storage_control_queues_impl`` :1447)."""
         cc = self.controller
         n_revoke, n_backup, n_release = (len(cc.prefetch_revoke_queue), len(cc.ack_backup_queue),
                                          len(cc.host_mem_release_queue))
@@ -87,6 +107,10 @@ class L3Storage:
 
     @simulated
     def prefetch_abort(self, op) -> None:
+        """Free the host Mamba slot a revoked prefetch reserved.
+
+        Mutates: the host Mamba pool; locks: none.
+        SGLang: ``HiMambaRadixCache.prefetch_abort``, hi_mamba_radix_cache.py:1379."""
         for t in op.mamba or ():
             if t.host_indices is not None:
                 self.pools.host_mamba.free(t.host_indices)
@@ -102,6 +126,13 @@ class L3Storage:
 
     @simulated
     def prefetch_from_storage(self, req_id: str, last_host_node: TreeNode, tokens: list[int]) -> None:
+        """Start fetching ``tokens`` (whole pages) from storage into host slots reserved now, to hang under
+        ``last_host_node``.
+
+        Mutates: the host KV and Mamba pools (may ``evict_host``), ``ongoing_prefetch`` (a ``PrefetchInFlight``), the
+        prefetch token count. Locks: host-references ``last_host_node`` (KV now, Mamba once reserved) until the
+        prefetch ends.
+        SGLang: ``HiMambaRadixCache.prefetch_from_storage``, hi_mamba_radix_cache.py:1687."""
         n = page_floor(len(tokens), self.page_size)
         tokens = list(tokens[:n])
         cc = self.controller
@@ -135,6 +166,12 @@ class L3Storage:
 
     @simulated
     def check_prefetch_progress(self, req_id: str) -> bool:
+        """End request ``req_id``'s prefetch if it may stop: insert the tokens that arrived under its anchor and free
+        the rest; False while it must wait.
+
+        Mutates: the tree (``_insert_helper_host`` splits nodes and attaches a host-only leaf), the host pools,
+        ``ongoing_prefetch``, ``prefetch_loaded_tokens_by_reqid``. Locks: releases the anchor's host refs.
+        SGLang: ``HiMambaRadixCache.check_prefetch_progress``, hi_mamba_radix_cache.py:1746."""
         if req_id not in self.ongoing_prefetch:
             return True
         anchor, token_ids, host, op = self.ongoing_prefetch[req_id]  # SGLang unpacks the same four
@@ -163,8 +200,12 @@ class L3Storage:
 
     @simulated
     def can_terminate_prefetch(self, op) -> bool:
-        """best_effort: always; wait_complete: once every page arrived; timeout: the same here, because the
-        simulator's clock is logical (SGLang's wall-clock timeout never fires within a scripted run)."""
+        """Whether a prefetch may stop now. best_effort: always; wait_complete: once every page arrived; timeout: the
+        same here, because the simulator's clock is logical (SGLang's wall-clock timeout never fires within a
+        scripted run).
+
+        Mutates: nothing; locks: none.
+        SGLang: ``HiMambaRadixCache.can_terminate_prefetch``, hi_mamba_radix_cache.py:1621."""
         policy = self.config.prefetch_stop_policy
         if policy == "best_effort":
             return True
