@@ -1,4 +1,4 @@
-"""The host tier's protocol (reference c.6-c.7, c.12-c.13): backups, acks, load-back and L3 storage.
+"""The host tier's protocol (reference c.6-c.7): backups, acks, host refs and load-back (L3 storage: ``storage.py``).
 
 Vocabulary
 - *write-through*: a device node is copied to host once its ``hit_count`` reaches the threshold (1 for
