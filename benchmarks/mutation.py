@@ -39,7 +39,7 @@ MODULES = {
     "simcache/render/dot.py": ["tests/test_render.py"],
     "simcache/export.py": ["tests/test_render.py", "tests/test_export_browser.py"],
 }
-COPY = ("simcache", "tests", "assets", "pyproject.toml", "README.md")
+COPY = ("simcache", "tests", "pyproject.toml", "README.md")
 
 
 def run_module(module: str, tests: list[str], max_children: int, timeout_s: int) -> dict:
@@ -54,7 +54,7 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int)
                     f"only_mutate = [{json.dumps(module)}]\n"
                     f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
                     'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
-                    'also_copy = ["assets", "tests"]\n')
+                    'also_copy = ["tests"]\n')
         mutmut = [sys.executable, "-m", "mutmut"]
         t0 = time.monotonic()
         done = subprocess.run(["nice", "-n", "10", *mutmut, "run", "--max-children", str(max_children)], cwd=work,

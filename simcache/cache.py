@@ -9,7 +9,8 @@ The class is split by concern, one mixin a module, each mirroring the SGLang fun
 - ``evict_device.py``: evict, _evict_device_leaf, _evict_to_host, _evict_regular, evict_mamba.
 - ``evict_host.py``: evict_host, _evict_host_leaf, the tombstone cascade, _delete_tombstone_leaf,
   evict_mamba_host, and the stale-node guards of the described fix.
-- ``hicache.py``: write_backup, _inc_hit_count, acks, load_back, the L3 paths (backup, prefetch).
+- ``hicache.py``: write_backup, _inc_hit_count, acks, host refs, load_back.
+- ``storage.py``: L3 storage: write_backup_storage, prefetch_from_storage, check_prefetch_progress, storage acks.
 - ``requests.py``: cache_finished_req / cache_unfinished_req.
 This module holds the state, the leaf sets, the size counters and the locks.
 
@@ -17,6 +18,12 @@ Invariants the real code intends (and the stale-node race breaks; invariants.py 
 I0 every node referenced by a set, a list or an in-flight map is attached; I1 an evicted node's descendants are
 evicted; I2 under write-through a backed-up node's parent is backed up; I3 an attached evicted node is backed up;
 I4 no leaf is a tombstone.
+
+The contract: every public method of the cache (here and in its mixins), of ``LRUList`` and of ``CacheController``
+has a docstring saying what it mutates, what must be locked, and which SGLang function it mirrors, with its line
+in SGLang at ``4a50cd78`` (#23696, the ``followup_fix`` preset); ``tests/test_contract.py`` holds every public
+method to it. "Locked" means the node lock counts (``full_lock_ref``, ``mamba_lock_ref``) and host refs: SGLang's
+cache runs on the scheduler's one thread, so no mutex is involved.
 
 Methods here raise ``CacheAssertion`` (and whatever SGLang would raise) like the real code; ``simcache.driver``
 turns that into an outcome at the operation boundary.
@@ -36,11 +43,12 @@ from .lru import LRUList, OrderedLeafSet
 from .node import TreeNode
 from .pools import Pools
 from .requests import RequestCaching
+from .storage import L3Storage, PrefetchInFlight
 from .trace_hooks import SIMULATED_CODE, register, simulated
 from .tree import TreeOps
 
 
-class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestCaching):
+class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storage, RequestCaching):
     def __init__(self, config: CacheConfig | None = None, recorder=None) -> None:
         self.config = config = config or CacheConfig()
         self.flags = config.flags
@@ -57,7 +65,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.prefetch_threshold = config.prefetch_threshold
         self.ongoing_write_through: dict[int, TreeNode] = {}
         self.ongoing_load_back: dict[int, TreeNode] = {}
-        self.ongoing_prefetch: dict[str, tuple] = {}
+        self.ongoing_prefetch: dict[str, PrefetchInFlight] = {}
         self.ongoing_backup: dict[int, tuple[TreeNode, bool]] = {}
         self.prefetch_loaded_tokens_by_reqid: dict[str, int] = {}
         self.evictable_full_device_leaves = OrderedLeafSet("evictable_full_device_leaves")
@@ -84,6 +92,11 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
 
     @property
     def recorder(self):
+        """The attached ``trace.Recorder`` (None: untraced). Setting it swaps the class between the traced and the
+        unwrapped methods.
+
+        Mutates: the cache's class and the controller's two bound hooks; locks: none.
+        SGLang: none (simcache's observer hook)."""
         return self._recorder
 
     @recorder.setter
@@ -102,7 +115,10 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self.clock += n
 
     def tick(self) -> float:
-        """SGLang's ``get_last_access_time``: a logical clock that advances by one per call."""
+        """The logical clock's next access time, advancing by one per call.
+
+        Mutates: the clock; locks: none.
+        SGLang: ``get_last_access_time``, mamba_radix_cache.py:158 (a class-level counter there, per cache here)."""
         t = self.clock
         self.clock += 1.0
         return t
@@ -112,12 +128,19 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         self._next_id += 1
         return node
 
-    def ck(self, key: Key) -> Hashable:
-        ps = self.page_size  # keys.child_key, inline (a hot path)
+    def child_key(self, key: Key) -> Hashable:
+        """The slot ``key`` occupies in its parent's ``children``: its first token, or its first page as a tuple
+        (``keys.child_key``, inline: a hot path).
+
+        Mutates: nothing; locks: none.
+        SGLang: ``RadixKey.child_key``, radix_cache.py:183."""
+        ps = self.page_size
         return key[0] if ps == 1 else tuple(key[:ps])
 
+    ck = child_key  # the old name; explore/machine.py (edited on another branch) still calls it
+
     def _attach(self, parent: TreeNode, node: TreeNode, key: Key | None = None) -> None:
-        slot = self.ck(node.key if key is None else key)
+        slot = self.child_key(node.key if key is None else key)
         replaced = parent.children.get(slot)
         parent.children[slot] = node
         if replaced is not None and replaced is not node and self.cuts is not None:
@@ -127,7 +150,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
 
     def _detach(self, parent: TreeNode, node: TreeNode) -> TreeNode | None:
         """Pop ``node``'s slot from ``parent`` (whatever it holds now) and return what was there."""
-        slot = self.ck(node.key)
+        slot = self.child_key(node.key)
         popped = parent.children.pop(slot, None)
         self.detach_count += 1
         if self.cuts is not None:
@@ -140,7 +163,7 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
         """Pop ``node``'s slot from its parent and assert it held ``node`` (SGLang's check, same message)."""
         parent = node.parent
         if self._detach(parent, node) is not node:
-            raise CacheAssertion(f"parent does not have child key, {self.ck(node.key)}")
+            raise CacheAssertion(f"parent does not have child key, {self.child_key(node.key)}")
         return parent
 
     def _free_host_mamba(self, node: TreeNode) -> None:
@@ -186,6 +209,13 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
     # --- locks (reference c.5) ---
     @simulated
     def inc_lock_ref(self, node: TreeNode) -> int:
+        """Lock ``node`` and its device ancestors against eviction; returns minus the tokens moved from evictable to
+        protected.
+
+        Mutates: ``full_lock_ref`` on each device node up to the root (and ``mamba_lock_ref`` of ``node``), the
+        evictable/protected size counters, the device leaf set. Locks: takes one full lock per device node on the
+        path; every caller pairs it with ``dec_lock_ref``.
+        SGLang: ``HiMambaRadixCache.inc_lock_ref``, hi_mamba_radix_cache.py:1154."""
         delta = 0
         if node.mamba_value is not None:
             if node.mamba_lock_ref == 0:
@@ -211,6 +241,11 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
 
     @simulated
     def dec_lock_ref(self, node: TreeNode) -> int:
+        """Release one lock taken by ``inc_lock_ref(node)``; returns the tokens made evictable again.
+
+        Mutates: the same fields as ``inc_lock_ref``, back; a device node whose last lock goes is re-checked as a
+        leaf. Locks: ``node``'s path must hold a lock (SGLang's assert otherwise).
+        SGLang: ``HiMambaRadixCache.dec_lock_ref``, hi_mamba_radix_cache.py:1182."""
         delta = 0
         if node.mamba_value is not None and node.mamba_lock_ref > 0:
             if node.mamba_lock_ref == 1:
@@ -241,6 +276,10 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, RequestC
 
     # --- views used by tests, invariants and renderers ---
     def sizes(self) -> dict[str, int]:
+        """The four size counters: evictable and protected device tokens, evictable and protected device Mamba states.
+
+        Mutates: nothing; locks: none.
+        SGLang: ``full_evictable_size`` .. ``mamba_protected_size``, mamba_radix_cache.py:895-909."""
         return dict(full_evictable=self.full_evictable_size_, full_protected=self.full_protected_size_,
                     mamba_evictable=self.mamba_evictable_size_, mamba_protected=self.mamba_protected_size_)
 

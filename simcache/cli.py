@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from .errors import SimcacheError, shown
 from .transcript import damage_lines, transcript
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
+from .workload import WorkloadSpec
 
 
 class UsageError(SimcacheError):
@@ -195,9 +196,9 @@ def cmd_explore(a) -> int:
 
 
 def cmd_workload(a) -> int:
-    from .explore.progress import progress_for
+    from .progress import progress_for
     from .versions import PRESETS as known
-    from .workload import WorkloadSpec, crash_rates, table
+    from .workload import crash_rates, table
 
     bad = [p for p in a.presets if p not in known]
     if bad:
@@ -283,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--pressures", nargs="+", default=["0.5", "1", "2", "4", "8"],
                    help="working set / host KV slots, each from 0.001 to 1000000 (columns of the table)")
     w.add_argument("--streams", default="50", help="request streams per preset and pressure (at most 100,000)")
-    w.add_argument("--requests", default="64", help="chat turns per stream (at most 10,000)")
+    w.add_argument("--requests", default=str(WorkloadSpec.requests),
+                   help=f"chat turns per stream (default {WorkloadSpec.requests}, at most 10,000)")
     w.add_argument("--seed", default="0", help="seed of the generated streams")
     w.add_argument("--jobs", default="1", help="worker processes (results identical to serial)")
     w.add_argument("--signatures", action="store_true", help="also list what raised, per row")

@@ -46,10 +46,15 @@ class Ack:
     copies: list[PendingCopy] = field(default_factory=list)  # copies issued on a side stream, not yet complete
 
     def query(self) -> bool:
+        """Whether the copy completed (its ack may be consumed).
+
+        SGLang: the ack's ``finish_event.query()`` (``HiCacheAck``, cache_controller.py:141)."""
         return self.done
 
     def synchronize(self) -> None:
-        """Complete the ack's copies: wait for their events, land backups in the host pool."""
+        """Wait for the copies this ack covers (a backup's data reaches the host pool only now).
+
+        SGLang: the ack's ``finish_event.synchronize()`` (``HiCacheAck``, cache_controller.py:141)."""
         for copy in self.copies or ():  # the explorer's data-free machines issue no copies (None)
             copy.complete()
 
@@ -95,12 +100,7 @@ class CacheController:
         self._op_ids = itertools.count(1)
         self.evict_mamba_host: Callable[[int], object] = lambda n: 0
         self.evict_mamba: Callable[[int], object] = lambda n: 0
-        self.observer: Callable[[str, dict], None] | None = None
         self.stream = None if pools.streams is None else pools.streams.new_stream()  # on the pools' device
-
-    def _notify(self, what: str, **data) -> None:
-        if self.observer is not None:
-            self.observer(what, data)
 
     # --- extra (Mamba) pools, one evict-and-retry, roll back on failure ---
     def _resolve_mamba(self, transfers: list[MambaTransfer] | None, to_host: bool) -> bool:
@@ -137,76 +137,106 @@ class CacheController:
         return [c for c in copies if c is not None]
 
     def write(self, device_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
+        """Allocate host KV for ``device_indices`` (None when short), then the host Mamba slots of ``extra`` (evicting
+        once, rolling back on failure); queue the copy and its ack.
+
+        Mutates: the host pools, ``ack_write_queue``.
+        SGLang: ``HiCacheController.write``, cache_controller.py:689."""
         p = self.pools
         host = p.host_kv.alloc(len(device_indices))
         if host is None:
-            self._notify("write_fail", node_id=node_id, reason="host_kv")
             return None
         if not self._resolve_mamba(extra, to_host=True):
             p.host_kv.free(host)
-            self._notify("write_fail", node_id=node_id, reason="host_mamba")
             return None
         pairs = [(p.device_kv, device_indices, p.host_kv, host)]
         pairs += [(p.device_mamba, t.device_indices, p.host_mamba, t.host_indices) for t in extra or ()]
         self.ack_write_queue.append(Ack([node_id], self.auto_complete, self._copy(pairs)))
-        self._notify("write", node_id=node_id, host=list(host))
         return host
 
     def load(self, host_indices: Slots, node_id: int, extra: list[MambaTransfer] | None = None):
+        """Allocate device KV for ``host_indices`` (None when short), then the device Mamba slots of ``extra``; queue
+        the copy and its ack.
+
+        Mutates: the device pools, ``ack_load_queue``.
+        SGLang: ``HiCacheController.load``, cache_controller.py:744."""
         p = self.pools
         dev: Slots = []
         if host_indices:
             got = p.device_kv.alloc(len(host_indices))
             if got is None:
-                self._notify("load_fail", node_id=node_id, reason="device_kv")
                 return None
             dev = got
         if not self._resolve_mamba(extra, to_host=False):
             if host_indices:
                 p.device_kv.free(dev)
-            self._notify("load_fail", node_id=node_id, reason="device_mamba")
             return None
         pairs = [(p.host_kv, host_indices, p.device_kv, dev)]
         pairs += [(p.host_mamba, t.host_indices, p.device_mamba, t.device_indices) for t in extra or ()]
         self.ack_load_queue.append(Ack([node_id], self.auto_complete, self._copy(pairs)))
-        self._notify("load", node_id=node_id, device=list(dev))
         return dev
 
     def complete_writes(self, n: int = 1) -> int:
-        """Mark the oldest ``n`` pending writes complete (manual acks); returns how many were marked."""
+        """Mark the oldest ``n`` pending writes complete (manual acks); returns how many were marked.
+
+        SGLang: none (stands for the copy stream finishing the writes ``start_writing`` issued,
+        cache_controller.py:707)."""
         return _complete(self.ack_write_queue, n)
 
     def complete_loads(self, n: int = 1) -> int:
+        """Mark the oldest ``n`` pending loads complete (manual acks); returns how many were marked.
+
+        SGLang: none (stands for the copy stream finishing ``start_loading``'s loads, cache_controller.py:783)."""
         return _complete(self.ack_load_queue, n)
 
     def evict_device(self, device_indices: Slots) -> int:
+        """Free device KV slots; returns how many.
+
+        SGLang: ``HiCacheController.evict_device``, cache_controller.py:832."""
         self.pools.device_kv.free(device_indices)
         return len(device_indices)
 
     def evict_host(self, host_indices: Slots) -> int:
+        """Free host KV slots; returns how many.
+
+        SGLang: ``HiCacheController.evict_host``, cache_controller.py:836."""
         self.pools.host_kv.free(host_indices)
         return len(host_indices)
 
     # --- L3 storage ---
     def write_storage(self, host_indices: Slots, key: Key, hash_value, extra=None) -> int:
+        """Start an L3 backup of host slots; returns its operation id (pending until ``complete_backup``).
+
+        Mutates: ``pending_backups``.
+        SGLang: ``HiCacheController.write_storage``, cache_controller.py:1057."""
         op = StorageOp(next(self._op_ids), host_indices, key, hash_value, extra)
         self.pending_backups[op.id] = op
-        self._notify("l3_backup_start", op_id=op.id)
         return op.id
 
     def complete_backup(self, op_id: int) -> None:
+        """Deliver backup ``op_id``'s storage ack (queued for ``drain_storage_control_queues``).
+
+        SGLang: none (stands for ``backup_thread_func`` finishing, cache_controller.py:1152)."""
         self.ack_backup_queue.append(self.pending_backups.pop(op_id))
 
     def prefetch_rate_limited(self) -> bool:
+        """Whether in-flight prefetches already hold the token budget.
+
+        SGLang: ``HiCacheController.prefetch_rate_limited``, cache_controller.py:968."""
         return self.prefetch_tokens_occupied >= self.prefetch_capacity_limit
 
     def prefetch(self, request_id: str, host_indices: Slots, tokens: list[int], prefix_tokens: list[int],
                  extra=None) -> PrefetchOp:
-        self._notify("prefetch_start", request_id=request_id)
+        """A prefetch operation for ``tokens`` into the reserved host slots.
+
+        SGLang: ``HiCacheController.prefetch``, cache_controller.py:854."""
         return PrefetchOp(request_id, host_indices, list(tokens), list(prefix_tokens), extra)
 
     def finish_prefetch(self, op: PrefetchOp, completed_tokens: int, mamba_hit: bool, hashes: list[str]) -> None:
-        """Storage delivered ``completed_tokens`` (and the Mamba state if ``mamba_hit``) into the reserved slots."""
+        """Storage delivered ``completed_tokens`` (and the Mamba state if ``mamba_hit``) into the reserved slots.
+
+        SGLang: none (stands for ``prefetch_thread_func`` / ``_page_transfer`` filling the slots,
+        cache_controller.py:1010 / :921)."""
         op.completed_tokens, op.hash_value, op.mamba_hit = completed_tokens, hashes, mamba_hit
         full = op.prefix_tokens + op.token_ids[:completed_tokens]
         self.pools.host_kv.write(op.host_indices[:completed_tokens],
@@ -216,10 +246,16 @@ class CacheController:
                 self.pools.host_mamba.write(t.host_indices, [mamba_fingerprint(full)])
 
     def terminate_prefetch(self, op: PrefetchOp) -> tuple[int, list[str]]:
+        """Stop a prefetch; returns (tokens completed, their page hashes).
+
+        SGLang: ``HiCacheController.terminate_prefetch``, cache_controller.py:871."""
         op.terminated = True
         return op.completed_tokens, op.hash_value
 
     def append_host_mem_release(self, host_indices: Slots) -> None:
+        """Queue host slots to free at the next drain.
+
+        SGLang: ``HiCacheController.append_host_mem_release``, cache_controller.py:875."""
         for i in range(0, len(host_indices), self.page_size):  # page-granular, as the real controller queues it
             self.host_mem_release_queue.append(list(host_indices[i : i + self.page_size]))
 

@@ -271,7 +271,7 @@ class Driver:
         c, cc = self.cache, self.cache.controller
         if "pf" not in c.ongoing_prefetch:
             raise Skip(NOTHING_TO_DO)
-        pop = c.ongoing_prefetch["pf"][3]
+        pop = c.ongoing_prefetch["pf"].operation
         n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
         hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
         cc.finish_prefetch(pop, n, op["mamba_hit"], hashes)

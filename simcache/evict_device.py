@@ -18,6 +18,13 @@ from .trace_hooks import simulated
 class DeviceEviction:
     @simulated
     def evict(self, num_tokens: int = 0, mamba_num: int = 0) -> tuple[int, int]:
+        """Free at least ``num_tokens`` device KV tokens (least recently used leaves first) and ``mamba_num`` device
+        Mamba states; returns what was freed.
+
+        Mutates: each victim leaf is demoted to host (backed up) or deleted with the tombstone cascade; under
+        write_back it is first written back, which can re-enter ``evict_host``. Locks: locked nodes are never victims
+        (they are not in the leaf set); lock what must survive first.
+        SGLang: ``HiMambaRadixCache.evict``, hi_mamba_radix_cache.py:672 (``_evict_device_leaf`` :656)."""
         full_evicted = mamba_evicted = 0
         leaves = self.evictable_full_device_leaves
         if num_tokens > 0 and leaves.ordered():  # the same victims in the same order, without a heap per call
@@ -97,7 +104,7 @@ class DeviceEviction:
 
     @simulated
     def _evict_regular(self, node: TreeNode) -> tuple[int, int]:
-        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(node, "_evict_regular"):
+        if self._stale_guard(node, "_evict_regular", before_asserts=True):
             return 0, 0
         if node.value is None:
             raise CacheAssertion(f"already evicted, node.id={node.id}")
@@ -105,8 +112,7 @@ class DeviceEviction:
             raise CacheAssertion(f"backuped node, node.id={node.id}")
         if len(node.children) != 0:
             raise CacheAssertion(f"non-leaf, node.id={node.id}")
-        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_evict_regular"):
+        if self._stale_guard(node, "_evict_regular", before_asserts=False):
             return 0, 0
         full = len(node.value)
         self.controller.evict_device(node.value)
@@ -124,6 +130,12 @@ class DeviceEviction:
 
     @simulated
     def evict_mamba(self, mamba_num: int) -> int:
+        """Free ``mamba_num`` device Mamba states, least recently used first: an internal node becomes a tombstone, a
+        leaf is evicted whole.
+
+        Mutates: the Mamba LRU list, the device Mamba pool, the tree for evicted leaves. Locks: the walk skips nodes
+        with ``mamba_lock_ref`` > 0.
+        SGLang: ``HiMambaRadixCache.evict_mamba``, hi_mamba_radix_cache.py:759."""
         if mamba_num <= 0:
             return 0
         lru = self.mamba_lru_list

@@ -24,6 +24,14 @@ from .trace_hooks import simulated
 class HostEviction:
     @simulated
     def evict_host(self, num_tokens: int) -> None:
+        """Free at least ``num_tokens`` host KV tokens: delete host-only leaves by access time, each followed by the
+        tombstone cascade.
+
+        Mutates: the tree (detaches leaves and, through the cascade, ancestors: where a held node goes stale), the
+        host KV and host Mamba pools, the leaf sets and LRU lists. Locks: nodes with a host ref are not host leaves;
+        the cascade checks device locks (and, with ``cascade_respects_host_refs``, host refs) before deleting a
+        parent.
+        SGLang: ``HiMambaRadixCache.evict_host``, hi_mamba_radix_cache.py:706 (``_evict_host_leaf`` :567)."""
         leaves = self.evictable_full_host_leaves
         if leaves.ordered():  # the same victims in the same order, without a heap per call (lru.py)
             walk, num_evicted = EvictionRound(leaves), 0
@@ -51,8 +59,7 @@ class HostEviction:
 
     @simulated
     def _evict_host_leaf(self, node: TreeNode) -> int:
-        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_evict_host_leaf"):
+        if self._stale_guard(node, "_evict_host_leaf", before_asserts=True):
             return 0
         if node.value is not None:
             raise CacheAssertion(f"not evicted, node.id={node.id}")
@@ -65,8 +72,7 @@ class HostEviction:
         if node.host_mamba_ref_counter != 0:
             raise CacheAssertion(
                 f"host mamba in use, node.id={node.id} node.host_mamba_ref_counter={node.host_mamba_ref_counter}")
-        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_evict_host_leaf"):
+        if self._stale_guard(node, "_evict_host_leaf", before_asserts=False):
             return 0
         full = self.controller.evict_host(node.host_value)
         node.host_value = None
@@ -79,8 +85,7 @@ class HostEviction:
 
     @simulated
     def _delete_tombstone_leaf(self, node: TreeNode) -> None:
-        if self.flags.stale_guards and self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_delete_tombstone_leaf"):
+        if self._stale_guard(node, "_delete_tombstone_leaf", before_asserts=True):
             return
         if node.mamba_value is not None:
             raise CacheAssertion(f"has mamba value, node.id={node.id}")
@@ -88,8 +93,7 @@ class HostEviction:
             raise CacheAssertion(f"has mamba host value, node.id={node.id}")
         if len(node.children) != 0:
             raise CacheAssertion(f"leaf node has children, node.id={node.id}")
-        if self.flags.stale_guards and not self.flags.guard_before_asserts and self._skip_if_stale(
-                node, "_delete_tombstone_leaf"):
+        if self._stale_guard(node, "_delete_tombstone_leaf", before_asserts=False):
             return
         parent = self._pop_from_parent(node)
         self._discard_from_leaf_sets(node)
@@ -122,6 +126,12 @@ class HostEviction:
 
     @simulated
     def evict_mamba_host(self, num: int) -> int:
+        """Free ``num`` host Mamba states, least recently used first: a host leaf is evicted whole
+        (``_evict_host_leaf``), any other node loses only its host Mamba state.
+
+        Mutates: the host Mamba LRU list and pool, the tree for host leaves. Locks: nodes with ``mamba_lock_ref`` > 0
+        are skipped; a host-referenced node here trips SGLang's assert.
+        SGLang: ``HiMambaRadixCache.evict_mamba_host``, hi_mamba_radix_cache.py:722."""
         if num <= 0:
             return 0
         lru = self.mamba_host_lru_list
@@ -151,7 +161,15 @@ class HostEviction:
     # --- the described fix (flag stale_guards); never merged ---
     def _has_fresh_parent_link(self, node: TreeNode) -> bool:
         """True iff ``node``'s parent still holds this very object in ``node``'s slot."""
-        return node.parent is not None and node.parent.children.get(self.ck(node.key)) is node
+        return node.parent is not None and node.parent.children.get(self.child_key(node.key)) is node
+
+    def _stale_guard(self, node: TreeNode, where: str, before_asserts: bool) -> bool:
+        """The described fix's guard in ``where``, at one of its two places: before SGLang's asserts (flag
+        ``guard_before_asserts``, the review's order) or after them (the PR text's). True when the guard is on there
+        and ``node`` was stale: it has been cleaned up and the caller skips it."""
+        flags = self.flags
+        return (flags.stale_guards and bool(flags.guard_before_asserts) == before_asserts
+                and self._skip_if_stale(node, where))
 
     def _skip_if_stale(self, node: TreeNode, where: str) -> bool:
         if self._has_fresh_parent_link(node):
@@ -179,7 +197,7 @@ class HostEviction:
             removed.append(lru.name)
         parent_id = node.parent.id if node.parent is not None else None
         warning = (f"Skip stale HiMamba eviction node_id={node.id} reason={reason} parent_id={parent_id} "
-                   f"child_key={self.ck(node.key)}")
+                   f"child_key={self.child_key(node.key)}")
         self.warnings.append(warning)
         if self.recorder is not None:
             self.recorder.event("cleaned_up", node=node, reason=reason, removed=tuple(removed), warning=warning)

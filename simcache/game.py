@@ -16,9 +16,9 @@ from html import escape
 
 from .errors import ScenarioError, ScheduleError
 from .operations import describe_op
+from .render.display import page_css, svg_img
 from .render.dot import render_svg, snapshot_to_dot
 from .render.frames import page_size, tree_dot
-from .render.panels import PANEL_CSS
 from .render.timeline import timeline_svg
 from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule, format_turns
@@ -129,8 +129,7 @@ class SchedulerGame:
         self.reset_button.on_click(lambda _b: self.reset())
         self.reveal_button.on_click(lambda _b: self.reveal())
         self.status, self.tree, self.timeline, self.answer = W.HTML(), W.HTML(), W.HTML(), W.HTML()
-        return W.VBox([W.HTML("<style>" + PANEL_CSS + ".sc-tree svg{max-width:100%;height:auto}"
-                              ".sc-static{display:none}</style>"),  # a live widget hides the static snapshot
+        return W.VBox([W.HTML(page_css(".sc-static{display:none}")),  # a live widget hides the static snapshot
                        W.HBox(list(self.buttons.values())),
                        W.HBox([self.undo_button, self.reset_button, self.reveal_button]),
                        self.status, self.answer, self.tree, self.timeline])
@@ -159,13 +158,11 @@ class SchedulerGame:
     def static_html(self) -> str:
         """What the game looks like without a kernel (GitHub, nbviewer, nbconvert): the actors and their
         operations, the schedule so far and the tree it reached, as an image; no script, no widget."""
-        from .player import _img
-
         ops = "".join(f"<li><b>{escape(a)}</b>: " + " ; ".join(escape(describe_op(op)) for op in ops) + "</li>"
                       for a, ops in self.scenario.actors.items())
         return (f'<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif"><p><b>Be the scheduler</b> '
                 f"(the buttons need a running kernel: run the notebook to play). The actors and their operations:"
-                f"</p><ul>{ops}</ul><p>{escape(self.message())}</p>{_img(self.tree_svg())}</div>")
+                f"</p><ul>{ops}</ul><p>{escape(self.message())}</p>{svg_img(self.tree_svg())}</div>")
 
     def _ipython_display_(self) -> None:
         from IPython.display import HTML, display

@@ -1,4 +1,4 @@
-"""The host tier's protocol (reference c.6-c.7, c.12-c.13): backups, acks, load-back and L3 storage.
+"""The host tier's protocol (reference c.6-c.7): backups, acks, host refs and load-back (L3 storage: ``storage.py``).
 
 Vocabulary
 - *write-through*: a device node is copied to host once its ``hit_count`` reaches the threshold (1 for
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from .controller import MambaTransfer
 from .errors import CacheAssertion
-from .keys import Key, page_floor
 from .node import TreeNode
 from .trace_hooks import simulated
 
@@ -35,6 +34,13 @@ class HiCache:
 
     @simulated
     def write_backup(self, node: TreeNode, write_back: bool = False) -> int:
+        """Copy ``node``'s device KV (and Mamba state) to host; returns the tokens written (0: skipped or no room).
+
+        Mutates: the host pools (through the controller), ``node.host_value``, ``ongoing_write_through``; when the
+        host is full it calls ``evict_host`` and retries once without re-checking ``node`` (the re-entrancy behind
+        the stale-node race). Locks: write-through locks ``node`` until its ack (``writing_check``); write-back takes
+        no lock.
+        SGLang: ``HiMambaRadixCache.write_backup``, hi_mamba_radix_cache.py:203."""
         if self._parent_blocks_backup(node, write_back):
             return 0
         if node.mamba_value is not None and node.mamba_host_value is not None:
@@ -61,12 +67,21 @@ class HiCache:
 
     @simulated
     def mamba_backup_transfers(self, node: TreeNode):
+        """The Mamba half of a write: one transfer from ``node``'s device Mamba slot to its host slot (allocated by the
+        controller when None).
+
+        Mutates: nothing; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_backup_transfers``, hi_mamba_radix_cache.py:1961."""
         if node.mamba_value is None:
             return None
         return [MambaTransfer(node.mamba_host_value, node.mamba_value)]
 
     @simulated
     def mamba_backup_commit(self, node: TreeNode, transfers) -> None:
+        """Record the host Mamba slot a write allocated on ``node`` and list it in the host Mamba LRU.
+
+        Mutates: ``node.mamba_host_value``, the host Mamba LRU list; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_backup_commit``, hi_mamba_radix_cache.py:1973."""
         if not transfers:
             return
         host = transfers[0].host_indices
@@ -76,6 +91,11 @@ class HiCache:
 
     @simulated
     def writing_check(self, write_back: bool = False) -> None:
+        """Consume the write acks that completed, in order (all of them, blocking, for write-back).
+
+        Mutates: the ack queue, ``ongoing_write_through``; starts the node's L3 backup when storage is on. Locks:
+        releases the lock ``write_backup`` took (write-through).
+        SGLang: ``HiMambaRadixCache.writing_check``, hi_mamba_radix_cache.py:374."""
         queue = self.controller.ack_write_queue
         if write_back:  # blocking: wait for every write
             while len(self.ongoing_write_through) > 0:
@@ -111,6 +131,11 @@ class HiCache:
 
     @simulated
     def loading_check(self) -> None:
+        """Consume the load acks that completed, in order.
+
+        Mutates: the ack queue, ``ongoing_load_back``. Locks: releases the lock ``load_back`` took on the loaded
+        node.
+        SGLang: ``HiMambaRadixCache.loading_check``, hi_mamba_radix_cache.py:416."""
         queue = self.controller.ack_load_queue
         finished = 0
         for ack in queue:
@@ -130,6 +155,11 @@ class HiCache:
 
     @simulated
     def check_hicache_events(self) -> None:
+        """The scheduler's per-step poll: write acks, load acks, then the storage queues.
+
+        Mutates: what ``writing_check``, ``loading_check`` and ``drain_storage_control_queues`` mutate; locks:
+        releases theirs.
+        SGLang: ``HiMambaRadixCache.check_hicache_events``, hi_mamba_radix_cache.py:435."""
         self.writing_check()
         self.loading_check()
         if self.enable_storage:
@@ -166,6 +196,13 @@ class HiCache:
     # --- load back (host -> device) ---
     @simulated
     def load_back(self, node: TreeNode, mem_quota: int | None = None, req=None):
+        """Copy the host-only nodes from ``node`` up to its first device ancestor back to device; returns the device
+        slots, or None (below the threshold, over ``mem_quota``, or no room even after ``evict``).
+
+        Mutates: the device pools, each loaded node's ``value``, the LRU lists and counters, ``ongoing_load_back``;
+        may ``evict``. Locks: locks the device ancestor while it evicts, then locks ``node`` until its load ack
+        (``loading_check``).
+        SGLang: ``HiMambaRadixCache.load_back``, hi_mamba_radix_cache.py:244."""
         last_hit = node
         to_load: list[TreeNode] = []
         while node.value is None:
@@ -214,6 +251,10 @@ class HiCache:
 
     @simulated
     def mamba_restore_commit(self, restored: list[TreeNode], transfers) -> None:
+        """Record the device Mamba slots a load allocated on the restored nodes.
+
+        Mutates: their ``mamba_value``; locks: none.
+        SGLang: ``HiMambaRadixCache.mamba_restore_commit``, hi_mamba_radix_cache.py:2066."""
         if not restored or not transfers or transfers[0].device_indices is None:
             return
         offset = 0
@@ -224,6 +265,11 @@ class HiCache:
 
     @simulated
     def mamba_restore_transfers(self, last_hit: TreeNode, restore: list[TreeNode], req):
+        """The Mamba half of a load: host->device transfers for the restored nodes, and for the request's own Mamba slot
+        (allocated here, evicting once if needed).
+
+        Mutates: ``req.mamba_pool_idx``, the device Mamba pool. Locks: locks ``last_hit`` around the eviction.
+        SGLang: ``HiMambaRadixCache.mamba_restore_transfers``, hi_mamba_radix_cache.py:2020."""
         host = [i for n in restore if n.mamba_host_value is not None for i in n.mamba_host_value]
         transfers = [MambaTransfer(host, None)] if host else []
         if req is not None and last_hit in restore and last_hit.mamba_host_value is not None:
@@ -237,6 +283,10 @@ class HiCache:
 
     @simulated
     def init_load_back(self, last_host_node: TreeNode, mem_quota: int | None = None, req=None):
+        """Load the host part of a match back before a request runs; returns (device slots, the node to lock).
+
+        Mutates: what ``load_back`` mutates. Locks: as ``load_back``; the caller then locks the returned node.
+        SGLang: ``HiMambaRadixCache.init_load_back``, hi_mamba_radix_cache.py:340."""
         last = last_host_node
         if last.value is None or (last.mamba_value is None and last.mamba_host_value is not None):
             loaded = self.load_back(last, mem_quota, req=req)
@@ -260,169 +310,3 @@ class HiCache:
         if got is None and error_message is not None:
             raise RuntimeError(error_message)
         return got
-
-    # --- L3 storage ---
-    @simulated
-    def write_backup_storage(self, node: TreeNode) -> None:
-        extra = self.mamba_archive_transfers(node)
-        op_id = self.controller.write_storage(node.host_value, node.key, node.hash_value, extra)
-        mamba_protected = extra is not None
-        self.ongoing_backup[op_id] = (node, mamba_protected)
-        self._protect_host_node(node, protect_mamba=mamba_protected)
-
-    @simulated
-    def mamba_archive_transfers(self, node: TreeNode):
-        if node.mamba_host_value is None or not node.hash_value:
-            return None
-        return [MambaTransfer(node.mamba_host_value, None)]
-
-    @simulated
-    def mamba_prefetch_alloc(self, tokens: list[int]):
-        if not tokens:
-            return None
-        slot = self._alloc_with_evict(self.pools.host_mamba, 1, self.evict_mamba_host)
-        return None if slot is None else [MambaTransfer(slot, None)]
-
-    @simulated
-    def drain_storage_control_queues(self) -> None:
-        cc = self.controller
-        n_revoke, n_backup, n_release = (len(cc.prefetch_revoke_queue), len(cc.ack_backup_queue),
-                                         len(cc.host_mem_release_queue))
-        for _ in range(n_revoke):
-            info = self.ongoing_prefetch.pop(cc.prefetch_revoke_queue.popleft(), None)
-            if info is not None:
-                anchor, tokens, _, op = info
-                self.prefetch_abort(op)
-                self._release_host_node(anchor)
-                cc.prefetch_tokens_occupied = max(0, cc.prefetch_tokens_occupied - len(tokens))
-        for _ in range(n_backup):
-            op = cc.ack_backup_queue.popleft()
-            entry = self.ongoing_backup.pop(op.id, None)
-            if entry is not None:
-                node, mamba_protected = entry
-                self._ack_event("storage_ack", node)
-                self._release_host_node(node, release_mamba=mamba_protected)
-        pages = [cc.host_mem_release_queue.popleft() for _ in range(n_release)]
-        if pages:
-            self.pools.host_kv.free([i for p in pages for i in p])
-
-    @simulated
-    def prefetch_abort(self, op) -> None:
-        for t in op.mamba or ():
-            if t.host_indices is not None:
-                self.pools.host_mamba.free(t.host_indices)
-            break
-
-    def _node_prefix_tokens(self, node: TreeNode) -> list[int]:
-        parts = []
-        while node is not None and node is not self.root_node:
-            parts.append(node.key)
-            node = node.parent
-        return [t for k in reversed(parts) for t in k]
-
-    @simulated
-    def prefetch_from_storage(self, req_id: str, last_host_node: TreeNode, tokens: list[int]) -> None:
-        n = page_floor(len(tokens), self.page_size)
-        tokens = list(tokens[:n])
-        cc = self.controller
-        if not self.enable_storage or n < self.prefetch_threshold or cc.prefetch_rate_limited():
-            return
-        self._protect_host_node(last_host_node, protect_mamba=False)
-        host = self._alloc_with_evict(self.pools.host_kv, n, self.evict_host)
-        if host is None and self.flags.prefetch_truncates_to_free_host:
-            free = self.pools.host_kv.available_size()
-            n = page_floor(free, self.page_size)
-            if n < self.prefetch_threshold:
-                self._release_host_node(last_host_node, release_mamba=False)
-                return
-            tokens = tokens[:n]
-            host = self.pools.host_kv.alloc(n)
-        if host is None:
-            self._release_host_node(last_host_node, release_mamba=False)
-            return
-        extra = self.mamba_prefetch_alloc(tokens)
-        if extra is None:
-            self.pools.host_kv.free(host)
-            self._release_host_node(last_host_node, release_mamba=False)
-            return
-        last_host_node.protect_host_mamba()
-        if self.mamba_host_lru_list.in_list(last_host_node):
-            self.mamba_host_lru_list.remove_node(last_host_node)
-        self._ref_event(last_host_node)
-        op = cc.prefetch(req_id, host, tokens, self._node_prefix_tokens(last_host_node), extra)
-        self.ongoing_prefetch[req_id] = (last_host_node, tokens, host, op)
-        cc.prefetch_tokens_occupied += len(tokens)
-
-    @simulated
-    def check_prefetch_progress(self, req_id: str) -> bool:
-        if req_id not in self.ongoing_prefetch:
-            return True
-        anchor, token_ids, host, op = self.ongoing_prefetch[req_id]
-        if op.host_indices is None:
-            return True
-        if not self.can_terminate_prefetch(op):
-            return False
-        completed, hashes = self.controller.terminate_prefetch(op)
-        mamba_host, mamba_loaded = None, False
-        for t in op.mamba or ():
-            mamba_host, mamba_loaded = t.host_indices, op.mamba_hit
-            break
-        fetched = token_ids[:completed]
-        written = host[:completed]
-        matched = self._insert_helper_host(anchor, tuple(fetched), written, hashes[: completed // self.page_size],
-                                           mamba_host, mamba_loaded)
-        self.pools.host_kv.free(host[:matched])
-        self.controller.append_host_mem_release(host[completed:completed])
-        if mamba_host is not None and (not matched < completed or not mamba_loaded):
-            self.pools.host_mamba.free(mamba_host)
-        self._release_host_node(anchor)
-        del self.ongoing_prefetch[req_id]
-        self.controller.prefetch_tokens_occupied -= len(token_ids)
-        self.prefetch_loaded_tokens_by_reqid[req_id] = completed - matched
-        return True
-
-    @simulated
-    def can_terminate_prefetch(self, op) -> bool:
-        """best_effort: always; wait_complete: once every page arrived; timeout: the same here, because the
-        simulator's clock is logical (SGLang's wall-clock timeout never fires within a scripted run)."""
-        policy = self.config.prefetch_stop_policy
-        if policy == "best_effort":
-            return True
-        completed = bool(op.hash_value) and op.completed_tokens == len(op.hash_value) * self.page_size
-        return completed or op.terminated
-
-    @simulated
-    def _insert_helper_host(self, node: TreeNode, key: Key, host_value: list[int], hash_value,
-                            mamba_host_value=None, mamba_loaded: bool = False) -> int:
-        from .keys import match_len
-
-        node.last_access_time = self.tick()
-        if len(key) == 0:
-            return 0
-        matched = 0
-        while len(key) > 0 and self.ck(key) in node.children:
-            node = node.children[self.ck(key)]
-            node.last_access_time = self.tick()
-            if node is not self.root_node and node.mamba_value is not None:
-                self.mamba_lru_list.reset_node_mru(node)
-            p = match_len(node.key, key, self.page_size)
-            key, host_value = key[p:], host_value[p:]
-            hash_value = hash_value[p // self.page_size :]
-            matched += p
-            if p < len(node.key):
-                node = self._split_node(node.key, node, p)
-        leaf = None
-        if len(key):
-            new = self._new_node(key)
-            new.parent = node
-            new.host_value = list(host_value)
-            new.hash_value = list(hash_value)
-            self._attach(node, new)
-            leaf = new
-            self._update_full_host_leaf_status(new)
-            self._update_full_host_leaf_status(node)
-        if leaf is not None and mamba_host_value is not None and mamba_loaded:
-            leaf.mamba_host_value = list(mamba_host_value)
-            if not self.mamba_host_lru_list.in_list(leaf):
-                self.mamba_host_lru_list.insert_mru(leaf)
-        return matched

@@ -167,13 +167,13 @@ def _attached_nodes(cache, memo: dict) -> list:
     Fingerprints follow ``pools.kv_fingerprints`` (a rolling hash over the whole prefix), carried down the tree
     instead of recomputed from the root for every node, and kept in ``memo`` while a node's key and parent prefix
     stay the same."""
-    root, ck = cache.root_node, cache.ck
+    root, child_key = cache.root_node, cache.child_key
     out, stack = [], [(root, _H0, 0)]
     while stack:
         n, h, start = stack.pop()
         for k, c in n.children.items():
             key = c.key
-            if c.parent is n and len(key) > 0 and ck(key) == k:
+            if c.parent is n and len(key) > 0 and child_key(key) == k:
                 m = memo.get(id(c))
                 if m is None or m[0] is not c or m[1] is not key or m[2] != h or m[3] != start:
                     want, hc, i = [], h, start

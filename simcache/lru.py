@@ -87,9 +87,17 @@ class LRUList:
 
     # --- the operations SGLang calls ---
     def in_list(self, node: TreeNode | None) -> bool:
+        """Whether ``node`` is a member, by node id.
+
+        SGLang: ``LRUList.in_list``, mamba_radix_cache.py:311."""
         return node is not None and node.id in self.cache
 
     def insert_mru(self, node: TreeNode) -> None:
+        """Add ``node`` at the MRU end. SGLang's asserts: a node already in the list, or (Mamba lists) one without that
+        state, is refused.
+
+        SGLang: ``LRUList.insert_mru``, mamba_radix_cache.py:241 (host list: ``HostLRUList.insert_mru``,
+        hi_mamba_radix_cache.py:69)."""
         if self.kind != "full":
             self._require_state(node, "Inserting")
         cache = self.cache
@@ -106,6 +114,10 @@ class LRUList:
             self.observer(self.kind, "insert", node)
 
     def remove_node(self, node: TreeNode) -> None:
+        """Unlink ``node``; absent, or (Mamba lists) without that state, it trips SGLang's assert.
+
+        SGLang: ``LRUList.remove_node``, mamba_radix_cache.py:254 (host list: ``HostLRUList.remove_node``,
+        hi_mamba_radix_cache.py:79)."""
         link = self.cache.get(node.id)
         if link is None:
             raise self._absent(node, "Removing")
@@ -117,7 +129,9 @@ class LRUList:
             self.observer(self.kind, "remove", node)
 
     def force_remove(self, node: TreeNode) -> bool:
-        """Unlink without the tombstone check (the review's "unconditional" cleanup); False if absent."""
+        """Unlink without the tombstone check (the review's "unconditional" cleanup); False if absent.
+
+        SGLang: none (the reviewed fix's cleanup, from the PR thread; never merged)."""
         link = self.cache.pop(node.id, None)
         if link is None:
             return False
@@ -126,6 +140,10 @@ class LRUList:
         return True
 
     def reset_node_mru(self, node: TreeNode) -> None:
+        """Move a member to the MRU end.
+
+        SGLang: ``LRUList.reset_node_mru``, mamba_radix_cache.py:214 (host list: ``HostLRUList.reset_node_mru``,
+        hi_mamba_radix_cache.py:61)."""
         link = self.cache.get(node.id)
         if link is None:
             raise self._absent(node, "Resetting")
@@ -138,7 +156,9 @@ class LRUList:
         head.next = link
 
     def reset_node_and_parents_mru(self, node: TreeNode, root: TreeNode) -> None:
-        """Move ``node`` and its qualifying ancestors to the MRU end, each child ahead of its parent."""
+        """Move ``node`` and its qualifying ancestors to the MRU end, each child ahead of its parent.
+
+        SGLang: ``LRUList.reset_node_and_parents_mru``, mamba_radix_cache.py:225."""
         anchor = self.head
         while node is not root:
             # SGLang checks the *device* Mamba state here for every Mamba-flavoured list.
@@ -153,10 +173,15 @@ class LRUList:
             node = node.parent
 
     def get_lru_no_lock(self) -> TreeNode | None:
+        """The least recently used member that is not locked (None if every member is).
+
+        SGLang: ``LRUList.get_lru_no_lock``, mamba_radix_cache.py:265."""
         return self._prev_unlocked(self.tail)
 
     def get_prev_no_lock(self, node: TreeNode) -> TreeNode | None:
-        """The next candidate toward the MRU end that is not locked (None at the head)."""
+        """The next candidate toward the MRU end that is not locked (None at the head).
+
+        SGLang: ``LRUList.get_prev_no_lock``, mamba_radix_cache.py:277."""
         link = self.cache.get(node.id)
         if link is None:
             raise CacheAssertion(f"Getting prev of node node.id={node.id} not in lru list")
@@ -173,12 +198,18 @@ class LRUList:
         return len(self.cache)
 
     def mru_to_lru(self) -> Iterator[TreeNode]:
+        """Members, most recently used first.
+
+        SGLang: none (a view for tests, invariants and renderers)."""
         x = self.head.next
         while x is not self.tail:
             yield x.node
             x = x.next
 
     def ids_mru_to_lru(self) -> list[int]:
+        """Member ids, most recently used first.
+
+        SGLang: none (a view for snapshots)."""
         return [n.id for n in self.mru_to_lru()]
 
 
@@ -216,6 +247,10 @@ class OrderedLeafSet(LeafSet):
         self.log: dict | None = None  # during an eviction round: node -> member at the round's start
 
     def add(self, node) -> None:
+        """Add a member and push its heap entry.
+
+        SGLang: ``set.add`` on ``evictable_full_device_leaves`` / ``evictable_full_host_leaves``
+        (hi_mamba_radix_cache.py:472-493); the kept heap has no counterpart (SGLang builds one per ``evict`` call)."""
         heap = self.heap
         if heap is not None and node not in self:
             heapq.heappush(heap, (node.last_access_time, node))
@@ -224,17 +259,24 @@ class OrderedLeafSet(LeafSet):
         super().add(node)
 
     def clear(self) -> None:
+        """Empty the set and its heap.
+
+        SGLang: ``set.clear`` in ``HiMambaRadixCache.reset``, hi_mamba_radix_cache.py:182."""
         super().clear()
         if self.heap is not None:
             self.heap = []
 
     def compact(self) -> None:
-        """Drop the entries of former members and out-of-date times (between rounds only)."""
+        """Drop the entries of former members and out-of-date times (between rounds only).
+
+        SGLang: none (keeps the kept heap small)."""
         self.heap = [(n.last_access_time, n) for n in self]
         heapq.heapify(self.heap)
 
     def ordered(self) -> bool:
-        """True when a round can run: the order is kept and no round is under way (SGLang never nests them)."""
+        """True when a round can run: the order is kept and no round is under way (SGLang never nests them).
+
+        SGLang: none (a guard of the kept heap)."""
         return self.heap is not None and self.log is None
 
 
@@ -271,7 +313,10 @@ class EvictionRound:
         leaves.__class__ = _RoundLeafSet
 
     def next(self) -> TreeNode | None:
-        """The next node to evict (a member now), or None when SGLang's heap would be empty."""
+        """The next node to evict (a member now), or None when SGLang's heap would be empty.
+
+        SGLang: the ``heapq.heappop`` loop of ``HiMambaRadixCache.evict``, hi_mamba_radix_cache.py:672, and
+        ``evict_host``, hi_mamba_radix_cache.py:706."""
         heap, pushed, leaves = self.heap, self.pushed, self.leaves
         pop, push = heapq.heappop, heapq.heappush
         while True:
@@ -300,9 +345,16 @@ class EvictionRound:
                 self.defer.append(x)
 
     def push_parent(self, node: TreeNode) -> None:
+        """Queue a victim's parent that became a leaf.
+
+        SGLang: the ``heapq.heappush`` of the parent in ``evict`` (hi_mamba_radix_cache.py:672) and ``evict_host``
+        (hi_mamba_radix_cache.py:706)."""
         heapq.heappush(self.pushed, (node.last_access_time, node))
 
     def close(self) -> None:
+        """End the round: keep the entries later calls need, restore the set's class.
+
+        SGLang: none (the per-call heap is dropped there)."""
         leaves, heap = self.leaves, self.heap
         leaves.__class__, leaves.log = OrderedLeafSet, None
         for x in self.defer:

@@ -38,12 +38,12 @@ def check_doc(doc: Any) -> tuple[dict, list]:
 def _attached(cache, node) -> bool:
     """``node`` is reachable from the root through links whose parent pointer and child slot agree (the oracle's
     and ``state.attached_ids``'s definition), checked by walking up from ``node``."""
-    root, ck = cache.root_node, cache.ck
+    root, child_key = cache.root_node, cache.child_key
     for _ in range(1 << 16):
         if node is root:
             return True
         p = node.parent
-        if p is None or not node.key or p.children.get(ck(node.key)) is not node:
+        if p is None or not node.key or p.children.get(child_key(node.key)) is not node:
             return False
         node = p
     return False
@@ -60,7 +60,7 @@ def _held(cache, node) -> bool:
     return (any(v is node for v in cache.ongoing_write_through.values())
             or any(v is node for v in cache.ongoing_load_back.values())
             or any(v[0] is node for v in cache.ongoing_backup.values())
-            or any(v[0] is node for v in cache.ongoing_prefetch.values()))
+            or any(v.last_host_node is node for v in cache.ongoing_prefetch.values()))
 
 
 def _no_stale(cache, cuts: list, live) -> bool:

@@ -20,23 +20,22 @@ cached as they are seen.
 """
 from __future__ import annotations
 
-import base64
 from html import escape
 
 from .errors import ConfigError
+from .render.display import page_css, svg_img
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
-from .render.frames import FOCUS_CSS, Frame, focus_svg, frame, op_frames, op_text
+from .render.frames import Frame, focus_svg, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments, next_moment
-from .render.panels import PANEL_CSS
 from .render.timeline import timeline_svg
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
 FRAME_KEEP = 512  # frames a long run's player keeps
-PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;max-height:500px;height:auto}"
-            ".sc-legend svg{max-height:none}.sc-tl svg{max-width:100%;height:auto}"
-            ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
-            "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
-            ".sc-cmp .sc-tree svg{max-height:400px}.sc-cmp .sc-tl svg{max-height:170px}</style>")
+PAGE_CSS = page_css(".sc-tree svg{max-height:500px}.sc-legend svg{max-height:none}"
+                    ".sc-tl svg{max-width:100%;height:auto}"
+                    ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
+                    "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
+                    ".sc-cmp .sc-tree svg{max-height:400px}.sc-cmp .sc-tl svg{max-height:170px}")
 
 
 class PlayerModel:
@@ -359,11 +358,6 @@ class Player:
         display(HTML(self.static_html()))
 
 
-def _img(svg: str) -> str:
-    data = base64.b64encode(svg.encode()).decode()
-    return f'<img alt="tree drawing" style="max-width:100%;max-height:520px" src="data:image/svg+xml;base64,{data}"/>'
-
-
 def static_snapshot(model: PlayerModel) -> str:
     """HTML with no script and no widget: for each run, the frame at the cursor and at each key moment (first
     went-stale, cleaned-up, violation, assertion, and the last step), each a caption and an image."""
@@ -386,7 +380,7 @@ def static_snapshot(model: PlayerModel) -> str:
             f = model.frame(which, step)
             svg = focus_svg(render_svg(f.dot), f.focus)
             cells.append(f'<div style="display:inline-block;vertical-align:top;width:48%;margin:0 1% 12px 0">'
-                         f"<p><b>{escape(what)}</b>: {escape(f.caption)}</p>{_img(svg)}</div>")
+                         f"<p><b>{escape(what)}</b>: {escape(f.caption)}</p>{svg_img(svg)}</div>")
         parts.append(f"<h4>{escape(run.preset)}: {escape(run.outcome)}</h4>" + "".join(cells))
     parts.append("</div>")
     return "".join(parts)

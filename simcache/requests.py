@@ -41,6 +41,12 @@ class RequestCaching:
 
     @simulated
     def cache_finished_req(self, req: Request, is_insert: bool = True) -> None:
+        """Hand a finished request's KV and Mamba state to the tree, then unlock its matched node.
+
+        Mutates: the tree (``insert``), the device KV and Mamba pools (the request's surplus slots freed), the
+        request's slots. Locks: releases the lock the scheduler took on ``req.last_node`` at start
+        (``dec_lock_ref``).
+        SGLang: ``MambaRadixCache.cache_finished_req``, mamba_radix_cache.py:506."""
         tokens, kv = list(req.tokens), list(req.kv[: len(req.tokens)])
         keep_track = False
         if is_insert:
@@ -71,6 +77,12 @@ class RequestCaching:
 
     @simulated
     def cache_unfinished_req(self, req: Request, chunked: bool = False) -> None:
+        """Cache a running (chunked) request's prefix so far and move its lock to the prefix's new last node.
+
+        Mutates: the tree (``insert`` of a forked Mamba state, then ``match_prefix``, which may split), the device
+        Mamba pool (may ``evict`` one state), the request's prefix fields. Locks: unlocks the old ``req.last_node``,
+        locks the new one.
+        SGLang: ``MambaRadixCache.cache_unfinished_req``, mamba_radix_cache.py:594."""
         tokens = list(req.tokens)
         cache_len = req.mamba_last_track_seqlen if self.config.extra_buffer else len(tokens)
         if cache_len is None:

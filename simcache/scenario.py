@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from .errors import ScenarioError, ScheduleError, SimcacheError, shown
 from .operations import check_op, parse_op
 from .scheduler import Schedule, parse_schedule, round_robin
 
-GALLERY_DIR = Path(__file__).resolve().parent.parent / "assets" / "scenarios"
+GALLERY = "scenarios"  # the gallery: package data, read through importlib.resources (checkout or installed)
 TOP_KEYS = {"name", "title", "description", "reference", "config", "preset", "flags", "initial", "actors", "ops",
             "schedule", "expect", "about", "notes", "minimal_schedule"}
 _ACTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")  # used with fullmatch: '$' would let a final newline in
@@ -284,9 +286,11 @@ def load_file(path: str | os.PathLike) -> Scenario:
     return from_doc(load_text(text, p.name, p.suffix.lower()), name=p.stem, source=str(p))
 
 
-def gallery() -> dict[str, Path]:
-    """Gallery scenario name -> file."""
-    return {p.stem: p for p in sorted(GALLERY_DIR.glob("*.yaml"))}
+def gallery() -> dict[str, Traversable]:
+    """Gallery scenario name -> its file (a ``Path`` wherever the package is a folder, as pip installs it)."""
+    folder = resources.files(__package__).joinpath(GALLERY)
+    return {f.name.removesuffix(".yaml"): f for f in sorted(folder.iterdir(), key=lambda f: f.name)
+            if f.name.endswith(".yaml")}
 
 
 def load(name_or_path: str) -> Scenario:
@@ -296,7 +300,8 @@ def load(name_or_path: str) -> Scenario:
                             f"e.g. load('crash_pr')")
     g = gallery()
     if name_or_path in g:
-        return load_file(g[name_or_path])
+        with resources.as_file(g[name_or_path]) as path:  # the file itself unless the package is zipped
+            return load_file(path)
     if os.path.lexists(name_or_path):  # a dangling symlink is reported as such, not as "no such file"
         return load_file(name_or_path)
     raise ScenarioError(f"no scenario named {shown(name_or_path)} and no such file; gallery scenarios: "

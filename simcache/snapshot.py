@@ -176,7 +176,7 @@ def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), cu
                                                                cache.mamba_host_lru_list)},
         ongoing=dict(write_through=tuple(cache.ongoing_write_through), load_back=tuple(cache.ongoing_load_back),
                      backup=tuple(v[0].id for v in cache.ongoing_backup.values()),
-                     prefetch=tuple(v[0].id for v in cache.ongoing_prefetch.values())),
+                     prefetch=tuple(v.last_host_node.id for v in cache.ongoing_prefetch.values())),
         pools=pools, counters=dict(cache.sizes()), holders=holders, stale=stale,
         current=current.id if current is not None else None, stack=tuple(stack),
         tree_text=tuple(node_line(d, n) for d, n in order))

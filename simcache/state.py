@@ -24,7 +24,7 @@ def attached_ids(cache) -> set[int]:
     while stack:
         n = stack.pop()
         for k, c in n.children.items():
-            if c.parent is n and len(c.key) > 0 and cache.ck(c.key) == k:
+            if c.parent is n and len(c.key) > 0 and cache.child_key(c.key) == k:
                 seen.add(id(c))
                 stack.append(c)
     return seen
@@ -93,7 +93,7 @@ def held_by(cache, lrus: bool = True) -> Iterator[tuple[str, TreeNode]]:
     for n, _ in cache.ongoing_backup.values():
         yield "ongoing_backup", n
     for v in cache.ongoing_prefetch.values():
-        yield "prefetch anchor", v[0]
+        yield "prefetch anchor", v.last_host_node
 
 
 def holders_of(cache, node: TreeNode) -> list[str]:
@@ -104,7 +104,7 @@ def holders_of(cache, node: TreeNode) -> list[str]:
     names += ["ongoing_write_through" for n in cache.ongoing_write_through.values() if n is node]
     names += ["ongoing_load_back" for n in cache.ongoing_load_back.values() if n is node]
     names += ["ongoing_backup" for n, _ in cache.ongoing_backup.values() if n is node]
-    return names + ["prefetch anchor" for v in cache.ongoing_prefetch.values() if v[0] is node]
+    return names + ["prefetch anchor" for v in cache.ongoing_prefetch.values() if v.last_host_node is node]
 
 
 def holder_map(cache) -> dict[int, list[str]]:
@@ -134,7 +134,7 @@ def is_attached(cache, node: TreeNode) -> bool:
     root, seen = cache.root_node, set()
     while node is not root:
         p = node.parent
-        if p is None or id(node) in seen or len(node.key) == 0 or p.children.get(cache.ck(node.key)) is not node:
+        if p is None or id(node) in seen or len(node.key) == 0 or p.children.get(cache.child_key(node.key)) is not node:
             return False
         seen.add(id(node))
         node = p
@@ -160,9 +160,9 @@ def referenced_slots(cache, live_requests=(), attached_nodes=None) -> dict[str, 
     for r in live_requests:
         refs["device_kv"] += r.kv[r.cache_protected_len : len(r.tokens)]
         refs["device_mamba"] += [s for s in (r.mamba_pool_idx, r.track_buffer) if s is not None]
-    for _, _, host, op in cache.ongoing_prefetch.values():
-        refs["host_kv"] += host
-        for t in op.mamba or ():
+    for v in cache.ongoing_prefetch.values():
+        refs["host_kv"] += v.host_indices
+        for t in v.operation.mamba or ():
             refs["host_mamba"] += t.host_indices or []
     for page in cache.controller.host_mem_release_queue:
         refs["host_kv"] += page

@@ -29,6 +29,14 @@ class MatchResult:
 class TreeOps:
     @simulated
     def match_prefix(self, key: Key) -> MatchResult:
+        """The longest cached prefix of ``key`` (whole pages), as SGLang's ``MatchResult``.
+
+        Mutates: **splits** the node where the match ends inside its key (a new prefix node takes the slot;
+        ``_split_node``), refreshes the matched path in the full and Mamba LRU lists and its access times. Locks:
+        takes none; the caller locks ``result.last_device_node`` (``inc_lock_ref``) before allocating, or an eviction
+        may free what it matched.
+        SGLang: ``HiMambaRadixCache.match_prefix``, hi_mamba_radix_cache.py:912 (``_match_prefix_helper`` :930,
+        ``_match_post_processor`` :972)."""
         key = tuple(key)
         if len(key) == 0:
             return MatchResult([], self.root_node, self.root_node, 0, self.root_node)
@@ -42,8 +50,8 @@ class TreeOps:
         node = self.root_node
         value: list[list[int]] = []
         best_len, best = 0, node
-        while len(key) > 0 and self.ck(key) in node.children:
-            child = node.children[self.ck(key)]
+        while len(key) > 0 and self.child_key(key) in node.children:
+            child = node.children[self.child_key(key)]
             if child.value is None and child.host_value is None:
                 break
             if node.mamba_value is not None or node.mamba_host_value is not None:
@@ -94,7 +102,15 @@ class TreeOps:
     @simulated
     def insert(self, key: Key, value: list[int], mamba_value: list[int], chunked: bool = False,
                prev_prefix_len: int = 0) -> tuple[int, bool]:
-        """Insert ``key`` with device slots ``value``; returns (prefix length already on device, mamba existed)."""
+        """Insert ``key`` with device slots ``value`` and its Mamba state; returns (prefix length already on device,
+        whether the Mamba state existed).
+
+        Mutates: splits nodes like ``match_prefix``, un-evicts host-only nodes on the path, attaches a new leaf,
+        moves the Mamba state to the last node, counts hits (``_inc_hit_count`` -> ``write_backup``, which can
+        re-enter ``evict_host``). Locks: the caller holds a lock on the request's matched node (released after, in
+        ``cache_finished_req``).
+        SGLang: ``MambaRadixCache.insert``, mamba_radix_cache.py:490, into ``HiMambaRadixCache._insert_helper``,
+        hi_mamba_radix_cache.py:816."""
         return self._insert_helper(self.root_node, tuple(key), list(value), mamba_value, chunked, prev_prefix_len)
 
     @simulated
@@ -111,8 +127,8 @@ class TreeOps:
         if len(key) == 0:
             return 0, True
         total = 0
-        while len(key) > 0 and self.ck(key) in node.children:
-            node = node.children[self.ck(key)]
+        while len(key) > 0 and self.child_key(key) in node.children:
+            node = node.children[self.child_key(key)]
             self._set_current(node)
             node.last_access_time = self.tick()
             if node.value is not None:
@@ -198,7 +214,7 @@ class TreeOps:
         new.parent = child.parent
         new.full_lock_ref = child.full_lock_ref
         new.value = child.value[:split_len]
-        new.children = {self.ck(key[split_len:]): child}
+        new.children = {self.child_key(key[split_len:]): child}
         child.last_access_time = self.tick()
         self.full_lru_list.remove_node(child)
         if child.mamba_value is not None:
@@ -223,7 +239,7 @@ class TreeOps:
     def _split_evicted_node(self, key: Key, child: TreeNode, split_len: int) -> TreeNode:
         self.evictable_full_host_leaves.discard(child)
         new = self._new_node(child.key[:split_len])
-        new.children = {self.ck(key[split_len:]): child}
+        new.children = {self.child_key(key[split_len:]): child}
         new.parent = child.parent
         new.full_lock_ref = child.full_lock_ref
         if child.host_value is not None:

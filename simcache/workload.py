@@ -18,7 +18,9 @@ Vocabulary
 pressure, the fraction of runs that raised (``crash_rate``), that hit the stale-node assertion (``race_rate``) and
 that left leaked or double-freed slots (``damage_rate``). Parallel runs (``jobs``, processes) give the same rows.
 
-Run ``python -m simcache.workload --help`` for the command line.
+The command line is ``simcache workload`` (``python -m simcache workload``); ``python -m simcache.workload`` is the
+same command, with the same parser and defaults (``cli.py`` builds it; the chat turns per stream default to
+``WorkloadSpec.requests``).
 """
 from __future__ import annotations
 
@@ -177,7 +179,7 @@ def crash_rates(presets: Sequence[str] = ("pre_fix", "merged_fix", "followup_fix
             raise WorkloadError(f"{label} must be a whole number >= 1, not {v!r}")
     tasks = [(name, float(p), seed, i, spec) for name in presets for p in pressures for i in range(n_streams)]
     if jobs > 1:
-        from .explore.pool import Pool, mp_context, quiet_worker, workers_for
+        from .pool import Pool, mp_context, quiet_worker, workers_for
 
         with Pool(workers_for(jobs, len(tasks)), mp_context=mp_context(),
                                  initializer=quiet_worker) as pool:
@@ -216,15 +218,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m simcache.workload``: the same as ``python -m simcache workload`` (same checks and caps)."""
-    from .cli import main as cli_main
+if __name__ == "__main__":  # ``python -m simcache.workload``: the one parser and defaults of ``simcache workload``
+    from simcache.cli import main
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not any(t == "--requests" or t.startswith("--requests=") for t in args):
-        args = ["--requests", str(WorkloadSpec.requests), *args]  # this entry point's default: the spec's
-    return cli_main(["workload", *args])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["workload", *sys.argv[1:]]))

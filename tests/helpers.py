@@ -40,7 +40,7 @@ def node_at(cache: HiMambaRadixCache, *keys: tuple[int, ...] | list[int]) -> Tre
     node = cache.root_node
     for key in keys:
         key = tuple(key)
-        node = node.children[cache.ck(key)]
+        node = node.children[cache.child_key(key)]
         assert node.key == key, f"expected key {key}, found {node.key}"
     return node
 

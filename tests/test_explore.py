@@ -279,7 +279,7 @@ def test_bad_api_arguments_raise_simcache_errors():
 def test_the_progress_line_is_drawn_only_when_asked_and_goes_to_its_stream():
     import io
 
-    from simcache.explore.progress import ProgressBar
+    from simcache.progress import ProgressBar
 
     quiet, loud = io.StringIO(), io.StringIO()
     ProgressBar("x", quiet, enabled=False)(dict(runs=5, total=5))

@@ -18,7 +18,7 @@ import pytest
 
 from simcache.cli import main
 from simcache.errors import FileError
-from simcache.explore.pool import Pool, quiet_worker
+from simcache.pool import Pool, quiet_worker
 from simcache.safe_io import read_bytes, write_file, write_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -361,7 +361,7 @@ def _running(pid: int) -> bool:
 
 
 def test_an_interrupted_pool_stops_its_workers_at_once():
-    from simcache.explore.pool import mp_context
+    from simcache.pool import mp_context
 
     pool = Pool(2, mp_context=mp_context(), initializer=quiet_worker)
     futures = [pool.submit(_sleep, 60) for _ in range(2)]

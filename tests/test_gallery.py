@@ -1,6 +1,6 @@
 """The scenario gallery and the oracle's examples: every recorded outcome, reproduced exactly.
 
-Each gallery file (``assets/scenarios/*.yaml``) records, per preset, what a run must report: the outcome, where
+Each gallery file (``simcache/scenarios/*.yaml``) records, per preset, what a run must report: the outcome, where
 SGLang's code raised and at which operation, the message, the double frees, the leaked slots, and how many
 went-stale and cleaned-up events the trace holds. ``fixtures/oracle_{A,B,C,D}.json`` are verbatim copies of the
 oracle's example files (copied into tests/fixtures): their ``expect`` blocks are what SGLang's real code did

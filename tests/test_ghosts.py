@@ -15,8 +15,8 @@ from functools import cache
 import pytest
 
 from simcache.render.frames import frame, tree_dot
-from simcache.render.ghosts import ghosts_at, violation_nodes
-from simcache.render.moments import assertion_step, highlight_at
+from simcache.render.ghosts import ghosts_at, highlight_at, violation_nodes
+from simcache.render.moments import assertion_step
 from simcache.simulate import simulate
 
 

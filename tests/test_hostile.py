@@ -24,7 +24,7 @@ from simcache.explore import write_artefacts
 from simcache.scenario import from_doc, parse_op
 
 ROOT = Path(__file__).resolve().parent.parent
-GALLERY = ROOT / "assets" / "scenarios"
+GALLERY = ROOT / "simcache" / "scenarios"
 
 HOSTILE = ["", " ", "0", "1", "2", "-1", "+5", "1_000", "１２", "1e20", "9" * 5000, "nan", "-inf", "inf", "x",
            "\x00", '"""', "\\", "a\nb", "R1*" + "9" * 400, "pf*2", "pre_fix", "pre_fix,", ",", "stale_guards=true",

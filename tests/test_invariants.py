@@ -62,12 +62,12 @@ def test_the_good_state_is_what_we_think_and_passes_every_invariant():
 # --- one breakage per case; every invariant has at least one ---------------------------------------------------
 
 def detach_a_node_still_in_the_sets(c, s, a, b):
-    s.children.pop(c.ck(a.key))
+    s.children.pop(c.child_key(a.key))
 
 
 def detach_a_node_still_in_flight(c, s, a, b):
     c.ongoing_write_through[a.id] = a
-    s.children.pop(c.ck(a.key))
+    s.children.pop(c.child_key(a.key))
     c.evictable_full_device_leaves.discard(a)
     for lru in (c.full_lru_list, c.mamba_lru_list, c.mamba_host_lru_list):
         lru.remove_node(a)

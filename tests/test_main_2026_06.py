@@ -77,7 +77,7 @@ def test_a_mamba_only_host_hit_moves_to_its_own_field(kv_only, host_hit, mamba_h
                          "2 4,5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1"]
     cache = r["_cache"]
     res = cache.match_prefix([1, 2, 3, 7])
-    s123 = cache.root_node.children[cache.ck((1, 2, 3))]
+    s123 = cache.root_node.children[cache.child_key((1, 2, 3))]
     assert res.device_indices == [0, 1, 2] and res.last_device_node is s123 and res.last_host_node is s123
     assert (res.host_hit_length, res.mamba_host_hit_length) == (host_hit, mamba_host_hit)
 

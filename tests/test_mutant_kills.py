@@ -109,7 +109,7 @@ def test_a_prefetch_anchor_is_named_among_the_holders_of_a_node_that_goes_stale(
         rec.begin_op(i, op)
         drv.apply(op, i)
         rec.end_op(i, ".")
-    anchor = cache.ongoing_prefetch["pf"][0]
+    anchor = cache.ongoing_prefetch["pf"].last_host_node
     assert anchor.key == (1, 2)
     rec.begin_op(3, {"op": "events"})
     cache._pop_from_parent(anchor)

@@ -113,3 +113,39 @@ def test_readme_mentions_both_commands():
 def test_apt_txt_lists_graphviz():
     pkgs = [ln.strip() for ln in (ROOT / "apt.txt").read_text().splitlines() if ln.strip()]
     assert "graphviz" in pkgs
+
+
+def test_the_gallery_ships_in_the_wheel_and_loads_from_an_installed_package(tmp_path):
+    """``load("crash_pr")`` from a wheel installed in an isolated folder, far from any checkout: the gallery is
+    package data, found through ``importlib.resources`` (it used to be read from ``<checkout>/assets``)."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(ROOT / "simcache", src / "simcache", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                            "-q", "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    wheel, = (tmp_path / "dist").glob("simcache-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    gallery = sorted(n for n in names if n.startswith("simcache/scenarios/"))
+    assert gallery == sorted(f"simcache/scenarios/{p.name}" for p in (ROOT / "simcache" / "scenarios").glob("*.yaml"))
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import simcache, json; "
+             "from simcache.scenario import gallery, load; sc = load('crash_pr'); "
+             "print(json.dumps([simcache.__file__, sc.source, sc.name, len(gallery())]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ran = subprocess.run([sys.executable, "-c", probe, str(site)], capture_output=True, text=True, cwd=tmp_path,
+                         env=env)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    import json
+
+    module, source, name, count = json.loads(ran.stdout)
+    assert module == str(site / "simcache" / "__init__.py")
+    assert source == str(site / "simcache" / "scenarios" / "crash_pr.yaml")
+    assert (name, count) == ("crash_pr", len(gallery))

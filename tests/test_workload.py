@@ -11,9 +11,10 @@ import math
 
 import pytest
 
+from simcache.cli import main as cli_main
 from simcache.errors import SimcacheError
 from simcache.ops_run import OP_FIELDS, check_doc, run_ops
-from simcache.workload import WorkloadSpec, crash_rates, generate, main, table, working_set
+from simcache.workload import WorkloadSpec, crash_rates, generate, table, working_set
 
 ORACLE_OPS = set(OP_FIELDS) - {"inject"}
 
@@ -76,8 +77,33 @@ def test_parallel_crash_rates_equal_serial_ones():
 def test_the_table_and_the_command_line(capsys):
     rows = crash_rates(["pre_fix"], [1, 4], n_streams=3, seed=0)
     assert table(rows).splitlines()[:2] == ["| preset | p=1 | p=4 |", "|---|---|---|"]
-    assert main(["--presets", "pre_fix", "--pressures", "1", "4", "--streams", "3", "--json"]) == 0
+    assert cli_main(["workload", "--presets", "pre_fix", "--pressures", "1", "4", "--streams", "3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_both_workload_entry_points_are_one_command_with_one_default(capsys, monkeypatch):
+    """``python -m simcache.workload`` and ``simcache workload`` share the parser: the same rows with no
+    ``--requests`` (they defaulted to 32 and 64 turns), the same one-sentence refusal (exit 2) of a bad number."""
+    import runpy
+    import warnings
+
+    args = ["--presets", "pre_fix", "--pressures", "2", "--streams", "2", "--json"]
+    want = crash_rates(["pre_fix"], [2], n_streams=2, seed=0, spec=WorkloadSpec())
+    assert WorkloadSpec.requests == 32
+    for argv, expect_rc in ((args, 0), (["--requests", "1e3"], 2)):
+        assert cli_main(["workload", *argv]) == expect_rc
+        via_cli = capsys.readouterr()
+        monkeypatch.setattr("sys.argv", ["simcache.workload", *argv])
+        with pytest.raises(SystemExit) as done, warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the module is already imported here: runpy says so
+            runpy.run_module("simcache.workload", run_name="__main__")
+        assert done.value.code == expect_rc
+        assert capsys.readouterr() == via_cli
+        if expect_rc == 0:
+            assert json.loads(via_cli.out) == want
+        else:
+            assert via_cli.out == "" and via_cli.err == (
+                "simcache: --requests must be a whole number >= 1, not 1e3; write plain digits like --requests 1\n")
 
 
 @pytest.mark.parametrize("kw, sentence", [

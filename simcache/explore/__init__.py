@@ -2,9 +2,10 @@
 
 Modules: ``machine`` (stepping a scenario on the fast path), ``statekey`` (the canonical state that lets the search
 prune), ``fastcopy`` (cloning a prefix's state), ``search`` (exhaustive, preemption-bounded), ``sampling`` (random,
-PCT), ``results`` (what a search reports), ``pool`` (worker processes), ``shrink`` and ``shrink_passes`` (the minimal
-failing case), ``artefacts`` (schedule, scenario, trace, pytest file), ``cli`` (``python -m simcache explore``),
-``progress`` (a stderr progress line). Re-exports only.
+PCT), ``results`` (what a search reports), ``workers`` (the worker processes' plan), ``shrink`` and
+``shrink_passes`` (the minimal failing case), ``artefacts`` (schedule, scenario, trace, pytest file), ``cli``
+(``python -m simcache explore``). The process pool and the progress line are ``simcache.pool`` and
+``simcache.progress``. Re-exports only.
 """
 from .artefacts import write_artefacts
 from .cli import cli_explore

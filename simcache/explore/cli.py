@@ -5,9 +5,9 @@ import json
 
 from ..crash import STALE  # the race this project teaches; preferred when choosing what to shrink
 from ..errors import ScenarioError, SimcacheError
+from ..progress import progress_for
 from ..scenario import load
 from ..versions import parse_flag
-from .progress import progress_for
 from .results import ExploreResult, Failure
 from .search import explore
 

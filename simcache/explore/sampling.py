@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 
-from . import pool as workers
+from . import workers
 from .machine import Machine, Plan
 from .results import ExploreResult, RunOut, Tally, count_schedules, finish
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import SimcacheError
-from . import pool as workers
+from . import workers
 from .machine import Machine, Plan
 from .results import ExploreResult, RunOut, Tally, finish
 from .sampling import sampled

@@ -31,7 +31,7 @@ CACHE_ATTRS = frozenset({
 CONTROLLER_ATTRS = frozenset({
     "pools", "write_policy", "page_size", "auto_complete", "ack_write_queue", "ack_load_queue", "pending_backups",
     "ack_backup_queue", "prefetch_revoke_queue", "host_mem_release_queue", "prefetch_tokens_occupied",
-    "prefetch_capacity_limit", "_op_ids", "evict_mamba_host", "evict_mamba", "observer", "stream"})
+    "prefetch_capacity_limit", "_op_ids", "evict_mamba_host", "evict_mamba", "stream"})
 DRIVER_ATTRS = frozenset({"cache", "retry_mamba_alloc", "live", "nreq"})
 
 

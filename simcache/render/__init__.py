@@ -14,7 +14,8 @@ Nothing here mutates a cache; every function takes plain data (``Snapshot``, ``R
 from .dot import abbreviate_key, legend_dot, render_many, render_png, render_svg, snapshot_to_dot
 from .explain import explain_html, explain_stale, stale_story
 from .frames import Frame, frame, op_frames
-from .moments import MOMENT_KINDS, first_divergence, highlight_at, lockstep, moments, next_moment
+from .ghosts import highlight_at
+from .moments import MOMENT_KINDS, first_divergence, lockstep, moments, next_moment
 from .panels import (
                      PANEL_CSS,
                      holders_panel,

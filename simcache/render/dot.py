@@ -202,7 +202,7 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
                     hide_host: bool = False, hide_mamba: bool = False, page_size: int = 1,
                     legend: bool = True) -> str:
     """DOT source for ``snap``; ``highlight``: ``{"went_stale": ids, "cleaned": ids, "assertion": ids,
-    "ghosts": {id: Ghost}, "violations": {id: invariant names}}`` (see ``moments.highlight_at``)."""
+    "ghosts": {id: Ghost}, "violations": {id: invariant names}}`` (see ``ghosts.highlight_at``)."""
     hl = highlight or {}
     tree = _visible_tree(snap, hide_host)
     detached = _detached(snap, hl)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from .dot import snapshot_to_dot
 from .explain import explain_html, op_text
-from .ghosts import ghosts_at
-from .moments import highlight_at, moments_at, op_index_of
+from .ghosts import ghosts_at, highlight_at
+from .moments import moments_at, op_index_of
 from .panels import holders_panel, invariants_panel, lru_panel, pools_panel, sets_panel, stack_panel
 
 FOCUS_CSS = "svg g.focus{filter:drop-shadow(0 0 5px #2563eb) drop-shadow(0 0 3px #2563eb)}"

@@ -213,3 +213,22 @@ def ops_end(trace, op: int) -> int:
     if rec is None:
         return len(trace.steps) - 1
     return rec.last_step if rec.last_step >= 0 else len(trace.steps) - 1
+
+
+def highlight_at(trace, step: int) -> dict:
+    """Node ids to mark when showing ``step``: ``{"went_stale": [...], "cleaned": [...], "assertion": [...],
+    "ghosts": {id: Ghost}, "violations": {id: invariant names}}``."""
+    first = trace.ops[op_index_of(trace, step)].first_step if trace.ops else 0
+    out: dict = {
+        "went_stale": sorted({e.node for e in trace.went_stale if e.step == step}),
+        "cleaned": sorted({e.node for e in trace.cleaned_up if first <= e.step <= step}),
+        "assertion": [],
+    }
+    crash = assertion_step(trace)
+    if crash is not None and step >= crash:
+        node = assertion_node(trace)
+        out["assertion"] = [] if node is None else [node]
+    if trace.snapshots:
+        out["ghosts"] = ghosts_at(trace, step)
+        out["violations"] = violation_nodes(trace, step)
+    return out

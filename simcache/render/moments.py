@@ -8,7 +8,8 @@ Vocabulary
 - The *highlight* of a step says which nodes to mark in the tree drawing: the WENT STALE badge only at the
   micro-step where it happened (later frames show the node's state: ``STALE since step N``); a cleaned-up node
   stays marked until its operation ends; every *ghost* (``ghosts.py``: a detached node still worth drawing, with
-  all its holders) and every node an invariant violation names.
+  all its holders) and every node an invariant violation names. ``ghosts.highlight_at`` computes it (it needs
+  the ghosts, which build on this module).
 - *Lockstep*: two runs of the same schedule under two presets are shown at the same operation index and the same
   offset inside it (clamped, since one run may take more micro-steps than the other or stop earlier).
 - The *first divergence* is the first operation whose status letter or resulting tree text differs.
@@ -75,27 +76,6 @@ def assertion_node(trace) -> int | None:
         if s.node is not None:
             return s.node
     return None
-
-
-def highlight_at(trace, step: int) -> dict:
-    """Node ids to mark when showing ``step``: ``{"went_stale": [...], "cleaned": [...], "assertion": [...],
-    "ghosts": {id: Ghost}, "violations": {id: invariant names}}``."""
-    from .ghosts import ghosts_at, violation_nodes  # ghosts.py builds on this module
-
-    first = trace.ops[op_index_of(trace, step)].first_step if trace.ops else 0
-    out: dict = {
-        "went_stale": sorted({e.node for e in trace.went_stale if e.step == step}),
-        "cleaned": sorted({e.node for e in trace.cleaned_up if first <= e.step <= step}),
-        "assertion": [],
-    }
-    crash = assertion_step(trace)
-    if crash is not None and step >= crash:
-        node = assertion_node(trace)
-        out["assertion"] = [] if node is None else [node]
-    if trace.snapshots:
-        out["ghosts"] = ghosts_at(trace, step)
-        out["violations"] = violation_nodes(trace, step)
-    return out
 
 
 def lockstep(trace_a, trace_b, step_a: int) -> int:

@@ -1,7 +1,8 @@
-"""Worker processes: the plan is sent once per process; results come back in submission order.
+"""Worker processes for the long runs (the explorer's searches, the workload's streams): how many, how started, and
+how stopped at once when Ctrl-C or an error unwinds.
 
 ``fork`` starts workers fast (they inherit the imported modules) and is used unless CUDA is initialised, where only
-``spawn`` is safe. Each worker keeps its own damage memo (a pure function of the end state, so any split agrees).
+``spawn`` is safe. Results never depend on the number of workers.
 """
 from __future__ import annotations
 
@@ -10,22 +11,10 @@ import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from .machine import Plan
-
-PLAN: Plan | None = None
-DAMAGE: dict = {}
-
 
 def quiet_worker() -> None:
     """Workers ignore Ctrl-C: the parent alone stops the pool and says one sentence (no worker tracebacks)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def init_worker(plan: Plan) -> None:
-    global PLAN
-    quiet_worker()
-    PLAN = plan
-    DAMAGE.clear()
 
 
 def workers_for(jobs: int, tasks: int | None = None) -> int:
@@ -60,7 +49,3 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
             proc.terminate()
         except (OSError, AttributeError):
             pass
-
-
-def make_pool(jobs: int, plan: Plan) -> ProcessPoolExecutor:
-    return Pool(max_workers=workers_for(jobs), mp_context=mp_context(), initializer=init_worker, initargs=(plan,))
