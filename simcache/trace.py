@@ -49,6 +49,7 @@ FRAME_CACHE = 512  # rebuilt snapshots kept (most recently used first out)
 DEFAULT_MEMORY_LIMIT_MB = 4096
 STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
 _CALL_DETAIL: dict[str, dict] = {}
+_SHARED_DETAIL_IDS: set[int] = set()  # ids of ``_CALL_DETAIL``'s dicts (never freed: ids stay theirs)
 _LRU_NAMES = {"full": "full_lru_list", "mamba": "mamba_lru_list", "host_mamba": "mamba_host_lru_list"}
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
@@ -158,8 +159,9 @@ class Checkpoint:
     cache: object
     driver: object
     current: object
-    known: tuple  # (node id, TreeNode copy or frozen NodeView), in the recorder's order
-    detached: frozenset
+    known: int  # how many of the recorder's known nodes (``_known_log``) there were
+    live: dict  # node id -> TreeNode copy, for known nodes still reachable (the rest: ``Recorder._frozen``)
+    detached: int  # how many node ids had been detached (``_detached_log``)
     leaked: dict
 
 
@@ -233,7 +235,10 @@ class Recorder:
         self._pending: dict[str, tuple[int, str]] = {}
         self._active: set[str] = set()
         self._known: dict[int, TreeNode] = {}
+        self._known_log: list[int] = []  # ``_known``'s ids in order: a checkpoint keeps their count, not a copy
+        self._unfrozen: dict[int, TreeNode] = {}  # known nodes not yet found unreachable at a checkpoint
         self._detached: set[int] = set()
+        self._detached_log: list[int] = []  # ``_detached`` in order of arrival (a checkpoint keeps their count)
         self._frozen: dict[int, NodeView] = {}  # nodes nothing can reach any more, as they were left
         self._pools = None  # pool views, recomputed after a pool event (slot scans are the costly part)
         self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one: in transit)
@@ -295,6 +300,7 @@ class Recorder:
         detail = _CALL_DETAIL.get(name)
         if detail is None:
             detail = _CALL_DETAIL[name] = dict(function=name)  # shared by every call of ``name``: read-only
+            _SHARED_DETAIL_IDS.add(id(detail))
         self._add("call", arg, text, detail)
 
     def exit(self, name: str) -> None:
@@ -344,7 +350,7 @@ class Recorder:
             self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, node.id, text,
                                         detail))
             if node.id not in self._known:
-                self._known[node.id] = node
+                self._know(node)
         else:
             self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, None, text,
                                         detail))
@@ -353,6 +359,11 @@ class Recorder:
                 self._eager.append(self._snap())
             if self.want_invariants and kind != "op":
                 self._check_step(len(self.steps) - 1)
+
+    def _know(self, node: TreeNode) -> None:
+        self._known[node.id] = node
+        self._known_log.append(node.id)
+        self._unfrozen[node.id] = node
 
     def frame_holders(self) -> dict[int, tuple[str, ...]]:
         """node id -> the calls on the stack that hold it to use it (not the code deleting it)."""
@@ -409,8 +420,11 @@ class Recorder:
                 stack.extend(c for c in n.children.values() if c.parent is n)
         cause = " <- ".join(reversed(self._stack)) or "driver"
         for n in gone:
-            self._detached.add(n.id)
-            self._known.setdefault(n.id, n)
+            if n.id not in self._detached:
+                self._detached.add(n.id)
+                self._detached_log.append(n.id)
+            if n.id not in self._known:
+                self._know(n)
             holders = self.holders_of(n)
             if holders:
                 self.went_stale.append(StaleEvent(len(self.steps), n.id, format_key(n.key), tuple(holders),
@@ -466,19 +480,19 @@ class Recorder:
         for pool in cache.pools.all().values():  # the data tensors are shared by fast_copy; a replay writes them
             pool.data = pool.data.clone()
             pool.rebind_view()  # the numpy view must follow the copy, not write into the original
-        known = []
-        for nid, n in self._known.items():
-            if id(n) in memo:
-                known.append((nid, memo[id(n)]))
-            else:
-                view = self._frozen.get(nid)
-                if view is None:
-                    view = self._frozen[nid] = node_view(n, attached=False)
-                known.append((nid, view))
+        live = {}
+        if self.want_snapshots:  # known nodes: copies of the reachable ones, the rest frozen once and shared
+            for nid, n in list(self._unfrozen.items()):
+                c = memo.get(id(n))
+                if c is not None:
+                    live[nid] = c
+                else:
+                    self._frozen[nid] = node_view(n, attached=False)
+                    del self._unfrozen[nid]
         leaked = {} if self._ended == 0 or not self.want_snapshots else \
             {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
-        return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, tuple(known),
-                          frozenset(self._detached), leaked)
+        return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, len(self._known_log), live,
+                          len(self._detached_log), leaked)
 
     def _replay(self, upto: int, want: set[int], date: bool = False) -> _Replayer:
         """Replay operations (positions in ``ops``) from the nearest checkpoint through ``upto`` on a copy of the
@@ -549,16 +563,47 @@ class Recorder:
         return out
 
     def sha256(self) -> str:
-        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True)``, streamed a step at a time (the same
-        bytes, without holding the whole text of a long trace)."""
+        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True, default=str)``, streamed a step at a time
+        (the same bytes, written by ``_step_json`` without building each step's dict)."""
         h = hashlib.sha256(b"[")
-        for lo in range(0, len(self.steps), 2048):  # json.dumps of a list joins its items with ", "
+        enc = json.JSONEncoder(sort_keys=True, default=str).encode
+        memo: dict = {}
+        steps = self.steps
+        for lo in range(0, len(steps), 2048):  # json.dumps of a list joins its items with ", "
             if lo:
                 h.update(b", ")
-            chunk = [s.as_dict() for s in self.steps[lo : lo + 2048]]
-            h.update(json.dumps(chunk, sort_keys=True, default=str)[1:-1].encode())
+            h.update(", ".join([_step_json(s, enc, memo) for s in steps[lo : lo + 2048]]).encode())
         h.update(b"]")
         return h.hexdigest()
+
+
+def _step_json(s: MicroStep, enc, memo: dict) -> str:
+    """``json.dumps(s.as_dict(), sort_keys=True, default=str)``; ``memo`` keeps the text of shared parts (the call
+    stack tuple, a call's shared detail, the actor and kind) by identity."""
+    stack, detail = s.stack, s.detail
+    st = memo.get(id(stack))
+    if st is None or st[0] is not stack:
+        st = memo[id(stack)] = (stack, enc(list(stack)))
+    if detail.__class__ is dict and not detail:
+        dt = "{}"
+    elif id(detail) in _SHARED_DETAIL_IDS:
+        dt = memo.get(("d", id(detail)))
+        if dt is None:
+            dt = memo[("d", id(detail))] = enc(detail)
+    else:
+        dt = enc(detail)
+    a = memo.get(("a", s.actor))
+    if a is None:
+        a = memo[("a", s.actor)] = enc(s.actor)
+    k = memo.get(("k", s.kind))
+    if k is None:
+        k = memo[("k", s.kind)] = enc(s.kind)
+    node, index, op = s.node, s.index, s.op
+    node = str(node) if node.__class__ is int else enc(node)
+    index = str(index) if index.__class__ is int else enc(index)
+    op = str(op) if op.__class__ is int else enc(op)
+    return (f'{{"actor": {a}, "detail": {dt}, "index": {index}, "kind": {k}, "node": {node}, '
+            f'"op": {op}, "stack": {st[1]}, "text": {enc(s.text)}}}')
 
 
 def describe_op(op: dict) -> str:
@@ -617,8 +662,12 @@ class _Replayer(Recorder):
         for pool in cache.pools.all().values():
             pool.data = pool.data.clone()
             pool.rebind_view()  # the numpy view must follow the copy, not write into the original
-        self._known = {nid: (n if n.__class__ is NodeView else memo[id(n)]) for nid, n in cp.known}
-        self._detached = set(cp.detached)
+        if want:  # what snapshots draw: the nodes known at the checkpoint, as they were there
+            live, frozen = cp.live, main._frozen
+            for nid in main._known_log[: cp.known]:
+                c = live.get(nid)
+                self._know(frozen[nid] if c is None else memo[id(c)])
+        self._detached = set(main._detached_log[: cp.detached])
         self._leaked = dict(cp.leaked)
         self._frozen = main._frozen
         self.main, self.n, self.want, self.got = main, cp.step, want, {}
@@ -650,7 +699,7 @@ class _Replayer(Recorder):
         i = self.n
         self.n += 1
         if node.__class__ is TreeNode and node.id not in self._known:
-            self._known[node.id] = node
+            self._know(node)
         if i in self.want:
             self.got[i] = self._snap()
         if self._pos == self._date_pos and kind != "op":
@@ -666,7 +715,7 @@ class _Replayer(Recorder):
             if not is_attached(self.cache, n):
                 self._detached.add(n.id)
                 if n.id not in self._known:
-                    self._known[n.id] = n
+                    self._know(n)
                 stack.extend(c for c in n.children.values() if c.parent is n)
 
     def _check_readmission(self, node, holder: str) -> None:
