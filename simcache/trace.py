@@ -37,14 +37,17 @@ import torch
 
 from .driver import InternalError
 from .errors import ConfigError, SimcacheError
-from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all, failing
+from .explore.fastcopy import _COPIERS, _copy_node
+from .invariants import BOUNDARY_ONLY, INVARIANTS, BoundaryCheck, TrackedNode, check_all, failing
 from .keys import format_key
 from .node import TreeNode
 from .snapshot import NodeView, Snapshot, node_view, pool_views, take
 from .state import holders_of, is_attached
 
+_COPIERS.setdefault(TrackedNode, _copy_node)  # a checkpoint's copy of a tracked node is a plain TreeNode
 CHECKPOINT_EVERY = 32  # operations between two checkpoints: a rebuild replays at most this many
 CHECKPOINT_STEPS = 160  # ... or about this many micro-steps, whichever comes first (bounds a seek's replay)
+DATING_SPREAD = 4  # without snapshots, checkpoints serve only to date a violation: this many times further apart
 FRAME_CACHE = 512  # rebuilt snapshots kept (most recently used first out)
 DEFAULT_MEMORY_LIMIT_MB = 4096
 STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
@@ -243,6 +246,7 @@ class Recorder:
         self._pools = None  # pool views, recomputed after a pool event (slot scans are the costly part)
         self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one: in transit)
         self._ended = 0  # operations ended so far
+        self._bc: BoundaryCheck | None = None  # the boundary check kept up to date from events (replayable runs)
         self.cache = self.driver = None
 
     # --- wiring ---
@@ -255,6 +259,8 @@ class Recorder:
             lru.observer = self._lru_event
         for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
             s.observer = self._set_event
+        if self.want_invariants and self.replayable:
+            self._bc = BoundaryCheck(cache)
         if self.want_snapshots:
             self.initial = self._snap()
         return self
@@ -265,7 +271,8 @@ class Recorder:
     # --- operations ---
     def begin_op(self, index: int, op: dict, actor: str | None = None) -> None:
         if self.replayable and (self.want_snapshots or self.want_invariants) and self.cache is not None and (
-                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every
+                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every * (
+                    1 if self.want_snapshots else DATING_SPREAD)
                 or (self.want_snapshots and len(self.steps) - self.checkpoints[-1].step >= self.checkpoint_steps)):
             self.checkpoints.append(self._checkpoint())
         self._op, self._actor = index, actor
@@ -314,6 +321,14 @@ class Recorder:
             return
         node = data.get("node")
         text, detail = _describe(kind, data)
+        if self._bc is not None and kind in ("attach", "detach", "split"):  # children or places changed
+            if kind == "split":
+                self._bc.moved(node)
+                self._bc.moved(data["prefix"])
+            else:
+                for n in (node, data.get("replaced"), data.get("popped")):
+                    if n is not None:
+                        self._bc.relinked(data["parent"], n)
         if kind == "detach":  # mark what went stale first, so this step's snapshot already shows it
             self._after_detach(data)
         self._add(kind, node, text, detail)
@@ -329,6 +344,8 @@ class Recorder:
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
         self._pools = None
+        if self._bc is not None:
+            self._bc.pool_event(pool, what, slots)
         self._add(what, None, f"{what.replace('_', ' ')} {pool} {list(slots)}", dict(pool=pool, slots=list(slots)))
 
     def _lru_event(self, kind: str, what: str, node) -> None:
@@ -339,6 +356,9 @@ class Recorder:
             self._check_readmission(node, name)
 
     def _set_event(self, name: str, what: str, node) -> None:
+        if self._bc is not None:
+            self._bc.see(node)
+            self._bc.seen.add(node)  # its membership changed: its leaf-set record with it
         self._add(f"set_{what}", node, f"{what} {_keyed(node)} {'to' if what == 'add' else 'from'} {name}",
                   dict(set=name))
         if what == "add":
@@ -346,11 +366,13 @@ class Recorder:
 
     # --- the core of the ledger: one small event per micro-step, whatever the size of the tree ---
     def _add(self, kind: str, node, text: str, detail: dict) -> None:
-        if node.__class__ is TreeNode:
+        if isinstance(node, TreeNode):
             self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, node.id, text,
                                         detail))
             if node.id not in self._known:
                 self._know(node)
+            if self._bc is not None:
+                self._bc.see(node)
         else:
             self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, None, text,
                                         detail))
@@ -448,7 +470,7 @@ class Recorder:
 
     def _close_invariants(self) -> None:
         live = self._live()
-        bad = failing(self.cache, live, self._fp_memo)
+        bad = self._bc.failing(live) if self._bc is not None else failing(self.cache, live, self._fp_memo)
         new = [name for name in INVARIANTS if name in bad and name not in self._active]
         res = check_all(self.cache, live, new) if new else {}  # the wording, only for violations that begin
         last = len(self.steps) - 1
@@ -738,6 +760,8 @@ class _Replayer(Recorder):
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
         self._pools = None
+        if self._bc is not None:
+            self._bc.pool_event(pool, what, slots)
         self._add(what, None, "", None)
 
     def _lru_event(self, kind: str, what: str, node) -> None:

@@ -190,3 +190,45 @@ def test_the_streamed_trace_hash_is_the_hash_of_the_whole_json_text():
     whole = json.dumps([s.as_dict() for s in t.steps], sort_keys=True, default=str)
     assert t.sha256() == hashlib.sha256(whole.encode()).hexdigest()
     assert trace.Recorder().sha256() == hashlib.sha256(b"[]").hexdigest()
+
+
+def test_the_incremental_boundary_check_agrees_with_the_one_pass_check_on_every_boundary(monkeypatch):
+    """The recorder's ``BoundaryCheck`` (re-examining only what an operation touched) gives ``failing``'s answer
+    at every operation boundary: random operation files (injected trees, shared slots, leaks, stale nodes) under
+    every preset, the gallery under random schedules, and a workload where eviction and load-back run all along."""
+    from trace_cases import cases
+
+    from simcache import invariants
+    from simcache.ops_run import check_doc, execute
+    from simcache.versions import preset as flags_of
+
+    real = invariants.BoundaryCheck.failing
+    seen: set[str] = set()
+    checked = 0
+
+    def both(self, live=()):
+        nonlocal checked
+        got = real(self, live)
+        assert got == invariants.failing(self.cache, live), f"boundary {checked}"
+        seen.update(got)
+        checked += 1
+        return got
+
+    monkeypatch.setattr(invariants.BoundaryCheck, "failing", both)
+    picked = [c for c in cases() if c[0].startswith("random/") or c[0].endswith(("/1", "/5"))]
+    for _, scenario, preset, schedule in picked:
+        simulate(scenario, preset, schedule=schedule, snapshots=False)
+    simulate(dict(name="workload", **small_workload(150)), "followup_fix", snapshots=False)
+
+    def corrupt(i, cache, drv):  # KV that does not hold its prefix's fingerprints, then a slot owned twice
+        node = next((n for n in cache.root_node.children.values() if n.value), None)
+        if i % 40 == 20 and node is not None:
+            cache.pools.device_kv.write(node.value[:1], [12345])
+        if i % 40 == 30 and node is not None and len(node.value) > 1:
+            node.value = node.value[:1] * 2 + node.value[2:]
+
+    cfg, ops = check_doc(small_workload(100))
+    execute(cfg, [(None, op) for op in ops], flags_of("followup_fix"), recorder=trace.Recorder(snapshots=False),
+            on_step=corrupt)
+    assert checked > 2000
+    assert set(invariants.INVARIANTS) - {"size_counters"} - seen == set()
