@@ -210,8 +210,10 @@ class Recorder:
     from the nearest checkpoint (see ``Timeline``)."""
 
     def __init__(self, snapshots: bool = True, invariants: bool = True, checkpoint_every: int = CHECKPOINT_EVERY,
-                 memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS) -> None:
+                 memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS,
+                 states: bool = False) -> None:
         self.want_snapshots, self.want_invariants = snapshots, invariants
+        self.want_states = states  # checkpoints to rebuild operation ends (``iter_op_ends``) without snapshots
         self.checkpoint_every = max(1, int(checkpoint_every))
         self.checkpoint_steps = max(1, int(checkpoint_steps))
         self.memory_limit_mb = memory_limit() if memory_limit_mb is None else memory_limit_mb
@@ -270,7 +272,8 @@ class Recorder:
 
     # --- operations ---
     def begin_op(self, index: int, op: dict, actor: str | None = None) -> None:
-        if self.replayable and (self.want_snapshots or self.want_invariants) and self.cache is not None and (
+        if self.replayable and (self.want_snapshots or self.want_invariants or self.want_states) and \
+                self.cache is not None and (
                 not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every * (
                     1 if self.want_snapshots else DATING_SPREAD)
                 or (self.want_snapshots and len(self.steps) - self.checkpoints[-1].step >= self.checkpoint_steps)):
@@ -566,6 +569,31 @@ class Recorder:
             for i in range(lo_step, hi_step):
                 yield got[i]
             p = hi + 1
+
+    def iter_op_ends(self, start: int, stop: int, fn):
+        """``(p, fn(cache))`` after each operation ``p`` in ``start..stop-1`` (positions in ``ops``), replaying each
+        checkpoint's stretch once; ``cache`` is a replay's copy, valid only inside ``fn``."""
+        from bisect import bisect_right
+
+        from .ops_run import apply_op
+
+        cps = [c.op for c in self.checkpoints]
+        p = start
+        while p < stop:
+            k = bisect_right(cps, p) - 1
+            cp = self.checkpoints[k]
+            end = min(stop, cps[k + 1] if k + 1 < len(cps) else len(self.ops))
+            r = _Replayer(self, cp, set(), None)
+            for q in range(cp.op, end):
+                rec = self.ops[q]
+                r.begin_op(rec.index, rec.op, rec.actor)
+                code, crash = apply_op(r.driver, rec.index, rec.op)
+                if crash is not None:
+                    r.crash(crash)
+                r.end_op(rec.index, code)
+                if q >= p:
+                    yield q, fn(r.cache)
+            p = end
 
     def _check_memory(self) -> None:
         used = rss_mb()

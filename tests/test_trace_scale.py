@@ -232,3 +232,34 @@ def test_the_incremental_boundary_check_agrees_with_the_one_pass_check_on_every_
             on_step=corrupt)
     assert checked > 2000
     assert set(invariants.INVARIANTS) - {"size_counters"} - seen == set()
+
+
+def test_run_ops_trace_rebuilds_each_operations_tree_instead_of_storing_it():
+    """``run_ops(..., trace=True)`` used to keep the whole tree text after every operation; its records are now
+    rebuilt on demand from checkpoints and equal what the live cache showed after each operation."""
+    from simcache.ops_run import OpTrace, run_ops
+    from simcache.state import tree_lines
+
+    doc = small_workload(200)
+    live: list[list[str]] = []
+    res = run_ops(doc, "followup_fix", trace=True, on_step=lambda i, cache, drv: live.append(tree_lines(cache)))
+    t = res["trace"]
+    assert isinstance(t, OpTrace) and not t._kept and len(t) == len(doc["ops"]) == len(live) > 200
+    assert len(t._rec.checkpoints) > 1  # the walk crosses checkpoints
+    want = [dict(step=i, op=op, status=res["status"][i], tree=live[i]) for i, op in enumerate(doc["ops"])]
+    assert list(t) == want
+    rng = random.Random(5)
+    for i in rng.sample(range(len(t)), 20) + [-1, 0]:
+        assert t[i] == want[i]
+    assert t[10:14] == want[10:14] and t == want
+    assert len(t._kept) <= 64
+    with pytest.raises(IndexError, match="outside this run"):
+        t[len(t)]
+
+
+def test_run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so():
+    from simcache.errors import ScenarioError
+    from simcache.ops_run import run_ops
+
+    with pytest.raises(ScenarioError, match="keeps none; pass no recorder"):
+        run_ops(small_workload(5), trace=True, recorder=trace.Recorder(snapshots=False, invariants=False))
