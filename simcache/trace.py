@@ -32,6 +32,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from json.encoder import encode_basestring_ascii as _ebs
 
 import torch
 
@@ -617,7 +618,7 @@ class Recorder:
         (the same bytes, written by ``_step_json`` without building each step's dict)."""
         h = hashlib.sha256(b"[")
         enc = json.JSONEncoder(sort_keys=True, default=str).encode
-        memo: dict = {}
+        memo: dict = {"a": {}, "k": {}}
         steps = self.steps
         for lo in range(0, len(steps), 2048):  # json.dumps of a list joins its items with ", "
             if lo:
@@ -640,20 +641,29 @@ def _step_json(s: MicroStep, enc, memo: dict) -> str:
         dt = memo.get(("d", id(detail)))
         if dt is None:
             dt = memo[("d", id(detail))] = enc(detail)
+    elif detail.__class__ is dict and detail.keys() == _POOL_DETAIL and detail["pool"].__class__ is str and \
+            detail["slots"].__class__ is list and set(map(type, detail["slots"])) <= _INT:
+        dt = f'{{"pool": {_ebs(detail["pool"])}, "slots": [{", ".join(map(str, detail["slots"]))}]}}'
     else:
         dt = enc(detail)
-    a = memo.get(("a", s.actor))
+    actors, kinds = memo["a"], memo["k"]
+    a = actors.get(s.actor)
     if a is None:
-        a = memo[("a", s.actor)] = enc(s.actor)
-    k = memo.get(("k", s.kind))
+        a = actors[s.actor] = enc(s.actor)
+    k = kinds.get(s.kind)
     if k is None:
-        k = memo[("k", s.kind)] = enc(s.kind)
-    node, index, op = s.node, s.index, s.op
+        k = kinds[s.kind] = enc(s.kind)
+    node, index, op, text = s.node, s.index, s.op, s.text
     node = str(node) if node.__class__ is int else enc(node)
     index = str(index) if index.__class__ is int else enc(index)
     op = str(op) if op.__class__ is int else enc(op)
+    text = _ebs(text) if text.__class__ is str else enc(text)
     return (f'{{"actor": {a}, "detail": {dt}, "index": {index}, "kind": {k}, "node": {node}, '
-            f'"op": {op}, "stack": {st[1]}, "text": {enc(s.text)}}}')
+            f'"op": {op}, "stack": {st[1]}, "text": {text}}}')
+
+
+_POOL_DETAIL = {"pool", "slots"}
+_INT = {int}
 
 
 def describe_op(op: dict) -> str:
