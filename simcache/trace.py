@@ -724,9 +724,8 @@ class _Replayer(Recorder):
             pool.rebind_view()  # the numpy view must follow the copy, not write into the original
         if want:  # what snapshots draw: the nodes known at the checkpoint, as they were there
             live, frozen = cp.live, main._frozen
-            for nid in main._known_log[: cp.known]:
-                c = live.get(nid)
-                self._know(frozen[nid] if c is None else memo[id(c)])
+            self._known = {nid: frozen[nid] if (c := live.get(nid)) is None else memo[id(c)]
+                           for nid in main._known_log[: cp.known]}
         self._detached = set(main._detached_log[: cp.detached])
         self._leaked = dict(cp.leaked)
         self._frozen = main._frozen
