@@ -21,6 +21,7 @@ from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter, not_
 
+from .node import TreeNode
 from .pools import kv_fingerprints, mamba_fingerprint
 from .state import attached_ids, dfs, held_by, holder_map, referenced_slots
 
@@ -278,3 +279,468 @@ def failing(cache, live=(), memo: dict | None = None) -> set[str]:
             bad.add("no_leak")
             break
     return bad
+
+
+# --- the recorder's path: the same answer kept up to date from what each operation touched -----------------------
+
+_UNTRACKED = frozenset({"hit_count", "last_access_time", "hash_value"})  # no invariant reads them
+_STRUCTURE = frozenset({"parent", "key", "children"})
+_TOUCHED: set = set()  # tracked nodes whose fields were written since the last boundary check drained them
+_MOVED: set = set()  # ... whose parent, key or children were replaced
+_REKIDS: set = set()  # ... whose children dict was replaced
+_VALUED: set = set()  # ... whose device KV changed (their parents' checks read it)
+_HOSTED: set = set()  # ... whose host KV changed (their children's checks read it)
+
+
+class TrackedNode(TreeNode):
+    """A ``TreeNode`` that notes every field written (the recorder switches the nodes it sees to this class, so a
+    boundary check re-examines only what an operation touched). Same slots, same behaviour otherwise."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value, _set=object.__setattr__):
+        _set(self, name, value)
+        if name in _STRUCTURE:
+            _MOVED.add(self)
+            if name == "children":
+                _REKIDS.add(self)
+        elif name not in _UNTRACKED:
+            _TOUCHED.add(self)
+            if name == "value":
+                _VALUED.add(self)
+            elif name == "host_value":
+                _HOSTED.add(self)
+
+
+_POOL_NAMES = ("device_kv", "host_kv", "device_mamba", "host_mamba")
+
+
+class BoundaryCheck:
+    """``failing(cache, live)`` at every operation boundary, in time proportional to what the operation touched.
+
+    It keeps the attached tree (children lists, prefix fingerprints) and each attached node's share of every
+    invariant (flags, counter sums, the slots it owns and what they must hold), and at a boundary re-examines only
+    the nodes written since the last one (``TrackedNode``), the nodes the recorder saw in events (``see``), their
+    parents and children, and the subtrees whose place in the tree changed. Pool slots are compared vectorised.
+    Where it cannot be exact cheaply (copies in flight, pools off the CPU) it answers with ``failing``."""
+
+    def __init__(self, cache) -> None:
+        self.cache = cache
+        self.seen: set = set()
+        self.links: list = []  # (parent, child) whose dict entry changed since the last boundary
+        self.memo: dict = {}
+        self._build()
+
+    # --- what the recorder tells it ---
+    def see(self, node) -> None:
+        """A node named by an event: track its writes from now on (re-examined at the next boundary if it was not
+        tracked yet: what was written before is unknown)."""
+        if node.__class__ is TreeNode:
+            node.__class__ = TrackedNode
+            self.seen.add(node)
+
+    def moved(self, node) -> None:
+        """A node whose place or children changed (a split's two nodes)."""
+        if node.__class__ is TreeNode:
+            node.__class__ = TrackedNode
+        _MOVED.add(node)
+        _REKIDS.add(node)
+
+    def pool_event(self, pool: str, what: str, slots: tuple) -> None:
+        """A pool's alloc or free (its free counts, mirrored: ``_free_count``'s arithmetic on the same slots)."""
+        import numpy as np
+
+        if what in ("alloc", "free") and pool in self.free:
+            (np.subtract if what == "alloc" else np.add).at(self.free[pool], np.array(slots, dtype=np.intp), 1)
+
+    def relinked(self, parent, child) -> None:
+        """``parent.children``'s entry for ``child`` changed (attach, detach: ``child`` entered or left it)."""
+        for n in (parent, child):
+            if n.__class__ is TreeNode:
+                n.__class__ = TrackedNode
+        self.links.append((parent, child))
+        _MOVED.add(child)
+
+    # --- the state ---
+    def _build(self) -> None:
+        import numpy as np
+
+        cache = self.cache
+        root = cache.root_node
+        self.root = root
+        self.att: dict[int, TreeNode] = {id(root): root}
+        self.att_ids: set[int] = {root.id}
+        self.kids: dict[int, dict] = {}  # attached node -> its attached children (id -> node)
+        self.par: dict[int, TreeNode] = {}  # parent at the last boundary
+        self.fp: dict[int, tuple] = {}
+        self.share: dict[int, tuple] = {}
+        self.own: dict[int, tuple] = {}  # node -> (its value lists and fingerprint entry, its owned slots, lengths)
+        self.leaf: dict[tuple[str, int], tuple[bool, bool]] = {}
+        self.bad = dict.fromkeys(("tier", "backup", "mlen", "leaf", "held"), 0)
+        self.sums = [0, 0, 0, 0]  # dev, prot, mall, mprot
+        self.want_full: set[int] = set()
+        self.want_m: set[int] = set()
+        self.host_m: set[int] = set()
+        pools = cache.pools.all()
+        # per pool: how many attached nodes own each slot (all, and those whose slots must hold fingerprints),
+        # what each such slot must hold, and the used slots nobody of the tree refers to
+        self.refs = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
+        self.cnt = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
+        self.exp = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
+        self.shared = dict.fromkeys(_POOL_NAMES, False)
+        self.free = {p: np.array(pools[p]._free_count, dtype=np.int64) for p in _POOL_NAMES}  # kept from events
+        for n in self._subtree(root, _H0, 0):
+            self._recount(n)
+        for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
+            for n in s:
+                self._releaf(n)
+        for _, n in held_by(cache):
+            if n.__class__ is TreeNode:
+                n.__class__ = TrackedNode
+        for n in self.att.values():
+            if n.__class__ is TreeNode:
+                n.__class__ = TrackedNode
+
+    def _children(self, n) -> list:
+        ck = self.cache.ck
+        return [c for k, c in n.children.items() if c.parent is n and len(c.key) > 0 and ck(c.key) == k]
+
+    def _fp(self, c, h: int, start: int) -> tuple:
+        old = self.fp.get(id(c))
+        key = c.key
+        if old is not None and old[0] is c and old[3] is key and old[1] == h and old[2] == start:
+            return old
+        want, hc, i = [], h, start
+        for t in key:
+            hc = ((hc ^ (int(t) & 0xFFFFFFFF)) * _MUL + i) & _M
+            want.append(hc)
+            i += 1
+        f = self.fp[id(c)] = (c, h, start, key, hc, i, want, ((hc if i else 0) * 31 + i + 7) & _M)
+        return f
+
+    def _subtree(self, top, h: int, start: int) -> list:
+        """Add ``top`` (fingerprinted from ``h``, ``start``) and its attached subtree; return the nodes added."""
+        out, stack = [], [(top, h, start)]
+        root = self.root
+        while stack:
+            n, h, start = stack.pop()
+            if n is not root:
+                f = self._fp(n, h, start)
+                h, start = f[4], f[5]
+                self.att[id(n)] = n
+                self.att_ids.add(n.id)
+                out.append(n)
+            kids = self.kids[id(n)] = {id(c): c for c in self._children(n)}
+            for c in kids.values():
+                self.par[id(c)] = n
+                stack.append((c, h, start))
+        return out
+
+    def _drop(self, top) -> list:
+        """Remove ``top`` and its attached subtree as of the last boundary; return the nodes removed."""
+        out, stack = [], [top]
+        while stack:
+            n = stack.pop()
+            if self.att.pop(id(n), None) is None:
+                continue
+            self.att_ids.discard(n.id)
+            out.append(n)
+            stack.extend(self.kids.pop(id(n), {}).values())
+        return out
+
+    # --- one node's share ---
+    def _share_of(self, n) -> tuple:
+        f = self.fp[id(n)]
+        want, m = f[6], f[7]
+        v, hv, mv, mhv = n.value, n.host_value, n.mamba_value, n.mamba_host_value
+        tier = v is None and (hv is None or any(c.parent is n and c.value is not None for c in n.children.values()))
+        backup = hv is not None and self.cache.config.policy != "write_back" and n.parent is not self.root and \
+            n.parent.host_value is None
+        mlen = (mv is not None and len(mv) != 1) or (mhv is not None and len(mhv) != 1)
+        dev = len(v) if v is not None else 0
+        prot = dev if v is not None and n.full_lock_ref > 0 else 0
+        mall = len(mv) if mv is not None else 0
+        mprot = mall if mv is not None and n.mamba_lock_ref > 0 else 0
+        src = (v, hv, mv, mhv, f)
+        lens = (-1 if v is None else len(v), -1 if hv is None else len(hv), -1 if mv is None else len(mv),
+                -1 if mhv is None else len(mhv))
+        hit = self.own.get(id(n))
+        if hit is not None and hit[2] == lens and all(a is b for a, b in zip(hit[0], src, strict=True)):
+            owned = hit[1]  # the same lists and prefix as last time: the same slots and fingerprints
+            return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
+                    owned)
+        owned = []  # (pool, slots, what they must hold or None)
+        if v is not None:
+            owned.append(("device_kv", tuple(v), tuple(want) if len(v) == len(want) else None))
+        if hv is not None:
+            owned.append(("host_kv", tuple(hv), tuple(want) if len(hv) == len(want) else None))
+        if mv is not None:
+            owned.append(("device_mamba", tuple(mv), (m,) * len(mv)))
+        if mhv is not None:
+            owned.append(("host_mamba", tuple(mhv), (m,) * len(mhv)))
+        owned = tuple(owned)
+        self.own[id(n)] = (src, owned, lens)
+        return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
+                owned)
+
+    def _apply(self, n, s: tuple, sign: int, slots_too: bool = True) -> None:
+        import numpy as np
+
+        bad = self.bad
+        bad["tier"] += sign * s[0]
+        bad["backup"] += sign * s[1]
+        bad["mlen"] += sign * s[2]
+        sums = self.sums
+        for j in range(4):
+            sums[j] += sign * s[3 + j]
+        for flag, ids in ((s[7], self.want_full), (s[8], self.want_m), (s[9], self.host_m)):
+            if flag:
+                (ids.add if sign > 0 else ids.discard)(n.id)
+        for pool, slots, want in s[10] if slots_too else ():
+            idx = np.array(slots, dtype=np.intp)
+            np.add.at(self.refs[pool], idx, sign)
+            if want is None:
+                continue
+            cnt = self.cnt[pool]
+            np.add.at(cnt, idx, sign)
+            if sign > 0:
+                self.exp[pool][idx] = want
+                if (cnt[idx] > 1).any():
+                    self.shared[pool] = True  # two owners: ``exp`` holds the last one's; rebuilt once they part
+
+    def _recount(self, n) -> None:
+        new = self._share_of(n) if id(n) in self.att and n is not self.root else None
+        old = self.share.get(id(n))
+        if old is not None and new is not None and old[0] is n and old[1] == new:
+            return
+        if old is not None:
+            del self.share[id(n)]
+            self._apply(old[0], old[1], -1)
+        if new is not None:
+            self.share[id(n)] = (n, new)
+            self._apply(n, new, +1)
+
+    def _releaf(self, n) -> None:
+        cache = self.cache
+        for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
+            k = (s.name, id(n))
+            old = self.leaf.pop(k, None)
+            if old is not None:
+                self.bad["leaf"] -= old[0]
+                self.bad["held"] -= old[1]
+            if n in s:
+                if s is cache.evictable_full_device_leaves:
+                    b = n.value is None or n.full_lock_ref > 0 or any(c.value is not None
+                                                                      for c in n.children.values())
+                else:
+                    b = n.value is not None or n.host_value is None or bool(n.host_ref_counter) or \
+                        bool(n.host_mamba_ref_counter) or any(id(c) in self.att for c in n.children.values())
+                rec = self.leaf[k] = (bool(b), id(n) not in self.att)
+                self.bad["leaf"] += rec[0]
+                self.bad["held"] += rec[1]
+
+    # --- the check ---
+    def failing(self, live=()) -> set[str]:
+        """``failing(cache, live)``, from the state kept and what changed since the last call."""
+        import numpy as np
+
+
+        cache, root = self.cache, self.root
+        touched = _TOUCHED | self.seen
+        moved = set(_MOVED)
+        near = _VALUED | self.seen  # whose parents to re-examine
+        below = _HOSTED | self.seen  # whose children to re-examine
+        for sink in (_TOUCHED, _MOVED, _VALUED, _HOSTED):
+            sink.clear()
+        self.seen = set()
+        old_par = {id(n): self.par.get(id(n)) for group in (touched, moved) for n in group}
+        rekids = set(_REKIDS)
+        _REKIDS.clear()
+        links, self.links = self.links, []
+        # 1. the attached tree: walk from root along the paths to what moved (where it is now and where it was)
+        marks: set[int] = set()
+        down: dict[int, dict] = {}  # marked node -> its marked children (the walk's way down)
+        for n in moved:
+            for x in (n, old_par.get(id(n))):
+                while x is not None and id(x) not in marks:
+                    marks.add(id(x))
+                    if x is root:
+                        break
+                    p = x.parent
+                    if p is not None:
+                        down.setdefault(id(p), {})[id(x)] = x
+                    x = p
+        # children whose link to a node may have changed, by node: through their parent pointer or the node's dict
+        cands: dict[int, dict] = {}
+        for n in moved:
+            for p in (old_par.get(id(n)), n.parent):
+                if p is not None:
+                    cands.setdefault(id(p), {})[id(n)] = n
+        for p, c in links:
+            cands.setdefault(id(p), {})[id(c)] = c
+            marks_chain = p
+            while marks_chain is not None and id(marks_chain) not in marks:
+                marks.add(id(marks_chain))
+                if marks_chain is root:
+                    break
+                q = marks_chain.parent
+                if q is not None:
+                    down.setdefault(id(q), {})[id(marks_chain)] = marks_chain
+                marks_chain = q
+        ck = cache.ck
+        removed, added, visited = [], [], []
+        if id(root) in marks:
+            stack = [(root, _H0, 0)]
+            while stack:
+                n, h, start = stack.pop()
+                visited.append(n)
+                kids = self.kids.get(id(n))
+                if kids is None or n in rekids:  # a new dict: all of it
+                    new = {id(c): c for c in self._children(n)}
+                    removed += [c for i, c in (kids or {}).items() if i not in new]
+                    fresh = [c for i, c in new.items() if kids is None or i not in kids]
+                    self.kids[id(n)] = kids = new
+                else:  # the same dict: only the entries that may have changed
+                    fresh = []
+                    for i, c in cands.get(id(n), {}).items():
+                        ok = c.parent is n and len(c.key) > 0 and n.children.get(ck(c.key)) is c
+                        if ok and i not in kids:
+                            kids[i] = c
+                            fresh.append(c)
+                        elif not ok and i in kids:
+                            del kids[i]
+                            removed.append(c)
+                for c in fresh:
+                    self.par[id(c)] = n
+                    added.append((c, h, start))
+                fresh_ids = {id(c) for c in fresh}
+                for i, c in down.get(id(n), {}).items():
+                    if i not in kids or i in fresh_ids:
+                        continue
+                    f0 = self.fp[i]
+                    f = self._fp(c, h, start)
+                    if f is f0 or (f[4], f[5]) == (f0[4], f0[5]):  # same prefix (a split changes a key only)
+                        stack.append((c, f[4], f[5]))
+                    else:  # its prefix changed: its whole subtree is fingerprinted again
+                        removed.append(c)
+                        added.append((c, h, start))
+        changed = []
+        for c in removed:
+            changed += self._drop(c)
+        for c, h, start in added:
+            changed += self._subtree(c, h, start)
+        for n in changed:
+            if id(n) not in self.att:
+                self.own.pop(id(n), None)
+                self.par.pop(id(n), None)
+                self.fp.pop(id(n), None)
+                self.kids.pop(id(n), None)
+            elif n.__class__ is TreeNode:
+                n.__class__ = TrackedNode
+        # 2. the shares of what changed, its parents (then and now) and children
+        again: dict[int, object] = {id(n): n for n in visited}
+        for group in (touched, moved, changed):
+            for n in group:
+                again[id(n)] = n
+        for group in (near, moved, changed):
+            for n in group:
+                for p in (n.parent, old_par.get(id(n))):
+                    if p is not None:
+                        again[id(p)] = p
+        for group in (below, moved, changed):
+            for n in group:
+                for c in self.kids.get(id(n), {}).values():
+                    again[id(c)] = c
+        nodes = [n for n in again.values() if isinstance(n, TreeNode)]
+        shares = [self._share_of(n) if id(n) in self.att and n is not root else None for n in nodes]
+        same_slots = set()
+        for n, new in zip(nodes, shares, strict=True):  # every old share out before any new one comes in
+            old = self.share.get(id(n))
+            if old is not None and not (new is not None and old[0] is n and old[1] == new):
+                del self.share[id(n)]
+                keep = new is not None and old[0] is n and old[1][10] is new[10]
+                if keep:
+                    same_slots.add(id(n))
+                self._apply(old[0], old[1], -1, slots_too=not keep)
+        for n, new in zip(nodes, shares, strict=True):
+            if new is not None and id(n) not in self.share:
+                self.share[id(n)] = (n, new)
+                self._apply(n, new, +1, slots_too=id(n) not in same_slots)
+            self._releaf(n)
+        pools = cache.pools.all()
+        if any(p.streams is not None or p.inflight or p._np is None for p in pools.values()):
+            return failing(cache, live, self.memo)  # copies in flight: read them as the named check does
+        # 3. the answer
+        bad: set[str] = set()
+        att, att_ids = self.att, self.att_ids
+        if self.bad["held"] or any(not lru.cache.keys() <= att_ids for lru in (
+                cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list)) or \
+                any(id(n) not in att for n in cache.ongoing_write_through.values()) or \
+                any(id(n) not in att for n in cache.ongoing_load_back.values()) or \
+                any(id(n) not in att for n, _ in cache.ongoing_backup.values()) or \
+                any(id(v.last_host_node) not in att for v in cache.ongoing_prefetch.values()):
+            bad.add("attachment")
+        if self.bad["tier"]:
+            bad.add("tier_monotonicity")
+        if self.bad["backup"]:
+            bad.add("backup_continuity")
+        if any(self.shared.values()) and self._exp_shared(pools):
+            return failing(cache, live, self.memo)  # a slot owned twice: the named check's way
+        if self.bad["mlen"]:
+            bad.add("kv_content")
+        else:
+            for name in _POOL_NAMES:
+                if ((pools[name]._np != self.exp[name]) & (self.cnt[name] > 0)).any():
+                    bad.add("kv_content")
+                    break
+        if self.bad["leaf"]:
+            bad.add("leaf_sets")
+        if self.want_full != cache.full_lru_list.cache.keys() or self.want_m != cache.mamba_lru_list.cache.keys() \
+                or not cache.mamba_host_lru_list.cache.keys() <= self.host_m:
+            bad.add("lru_membership")
+        dev, prot, mall, mprot = self.sums
+        if (cache.full_evictable_size_, cache.full_protected_size_) != (dev - prot, prot) or \
+                (cache.mamba_evictable_size_, cache.mamba_protected_size_) != (mall - mprot, mprot):
+            bad.add("size_counters")
+        if any(p.double_frees for p in pools.values()):
+            bad.add("no_double_free")
+        extra = None
+        for name in _POOL_NAMES:
+            loose = (self.free[name] == 0) & (self.refs[name] == 0)
+            if loose.any():
+                loose = np.flatnonzero(loose)
+                if extra is None:
+                    extra = _other_refs(cache, live)
+                if not set(loose.tolist()) <= extra[name]:
+                    bad.add("no_leak")
+                    break
+        return bad
+
+    def _exp_shared(self, pools) -> bool:
+        """Whether a slot is owned by two attached nodes now; once none is, ``exp`` is rebuilt from the shares."""
+        if any((self.cnt[name] > 1).any() for name in _POOL_NAMES if self.shared[name]):
+            return True
+        for name in _POOL_NAMES:
+            if self.shared[name]:
+                exp = self.exp[name]
+                for _, s in self.share.values():
+                    for pool, slots, want in s[10]:
+                        if pool == name and want is not None:
+                            exp[list(slots)] = want
+                self.shared[name] = False
+        return False
+
+
+def _other_refs(cache, live) -> dict[str, set[int]]:
+    """The slots ``state.referenced_slots`` counts besides the attached nodes' own."""
+    refs: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
+    for r in live:
+        refs["device_kv"].update(r.kv[r.cache_protected_len : len(r.tokens)])
+        refs["device_mamba"].update(s for s in (r.mamba_pool_idx, r.track_buffer) if s is not None)
+    for _, _, host, op in cache.ongoing_prefetch.values():
+        refs["host_kv"].update(host)
+        for t in op.mamba or ():
+            refs["host_mamba"].update(t.host_indices or [])
+    for page in cache.controller.host_mem_release_queue:
+        refs["host_kv"].update(page)
+    return refs

@@ -7,7 +7,7 @@ diffed. ``chain`` holds function names only (simcache has no SGLang line numbers
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .cache import HiMambaRadixCache
@@ -87,7 +87,11 @@ def _no_stale(cache, cuts: list, live) -> bool:
 
 def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trace: bool = False,
             recorder=None, on_step: Callable | None = None, device: str = "cpu") -> dict:
-    """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's)."""
+    """Replay ``doc``'s ops on a fresh cache and report (the oracle's output fields, plus simcache's).
+
+    ``trace=True`` adds ``"trace"``: one record per operation, ``dict(step, op, status, tree)`` with the canonical
+    tree after it, as a lazy sequence (``OpTrace``): a record's tree is rebuilt on demand by replaying from the
+    run's nearest checkpoint, so a long run stores no tree text (``list(result["trace"])`` for plain data)."""
     cfg, ops = check_doc(doc)
     if flags is not None and not isinstance(flags, Flags):
         raise ScenarioError(f"flags must be a Flags (e.g. simcache.preset('pre_fix')), not {type(flags).__name__}")
@@ -125,9 +129,18 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
     ``_progress``."""
     cache = HiMambaRadixCache(build_config(cfg, flags, device))
     drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
-    status, steps, crash, step, first_stale = [], [], None, None, None
+    status, crash, step, first_stale = [], None, None, None
     start, stop = window if window is not None else (0, len(ops))
     bar = _progress(stop, progress)
+    if trace:
+        from .trace import Recorder
+
+        if recorder is None:
+            recorder = Recorder(snapshots=False, invariants=False, states=True)
+        elif not (recorder.want_snapshots or recorder.want_invariants or recorder.want_states):
+            raise ScenarioError("trace=True rebuilds each operation's tree from the recorder's checkpoints, and a "
+                                "Recorder(snapshots=False, invariants=False) keeps none; pass no recorder, or one "
+                                "with snapshots or invariants on")
     if recorder is not None:
         recorder.replayable = True  # every operation it sees can be re-run from its checkpoints
     if recorder is not None and start == 0:
@@ -150,8 +163,6 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
                 rec.crash(crash)
         if rec is not None:
             rec.end_op(i, status[-1])
-        if trace:
-            steps.append(dict(step=i, op=op, status=status[-1], tree=tree_lines(cache)))
         if on_step is not None:
             on_step(i, cache, drv)
         if bar is not None:
@@ -182,6 +193,58 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
         warnings=list(cache.warnings),
     )
     if trace:
-        out["trace"] = steps
+        out["trace"] = OpTrace(recorder)
     out["_cache"], out["_driver"], out["_crash"] = cache, drv, crash
     return out
+
+
+class OpTrace(Sequence):
+    """``run_ops(..., trace=True)``'s per-operation records, ``dict(step, op, status, tree)``, rebuilt on demand
+    from the recorder's checkpoints (iterating replays each checkpoint's stretch once); the last few are kept."""
+
+    def __init__(self, recorder) -> None:
+        self._rec = recorder
+        self._kept: dict[int, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._rec.ops)
+
+    def _record(self, p: int, tree: list[str]) -> dict:
+        o = self._rec.ops[p]
+        return dict(step=o.index, op=o.op, status=o.status, tree=tree)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(self._walk(*i.indices(len(self))))
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"operation {i} is outside this run's 0..{len(self) - 1}")
+        tree = self._kept.get(i)
+        if tree is None:
+            tree = next(self._rec.iter_op_ends(i, i + 1, tree_lines))[1]
+            if len(self._kept) >= 64:
+                self._kept.clear()
+            self._kept[i] = tree
+        return self._record(i, list(tree))
+
+    def _walk(self, start: int, stop: int, stride: int = 1):
+        if stride != 1:
+            yield from (self[j] for j in range(start, stop, stride))
+            return
+        for p, tree in self._rec.iter_op_ends(start, stop, tree_lines):
+            yield self._record(p, tree)
+
+    def __iter__(self):
+        return self._walk(0, len(self))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (OpTrace, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<OpTrace of {len(self)} operations, trees rebuilt on demand>"

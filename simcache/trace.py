@@ -32,24 +32,29 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from json.encoder import encode_basestring_ascii as _ebs
 
 import torch
 
 from .driver import InternalError
 from .errors import ConfigError, SimcacheError
-from .invariants import BOUNDARY_ONLY, INVARIANTS, check_all, failing
+from .explore.fastcopy import _COPIERS, _copy_node
+from .invariants import BOUNDARY_ONLY, INVARIANTS, BoundaryCheck, TrackedNode, check_all, failing
 from .keys import format_key
 from .node import TreeNode
 from .operations import describe_op
 from .snapshot import NodeView, Snapshot, node_view, pool_views, take
 from .state import holders_of, is_attached
 
+_COPIERS.setdefault(TrackedNode, _copy_node)  # a checkpoint's copy of a tracked node is a plain TreeNode
 CHECKPOINT_EVERY = 32  # operations between two checkpoints: a rebuild replays at most this many
 CHECKPOINT_STEPS = 160  # ... or about this many micro-steps, whichever comes first (bounds a seek's replay)
+DATING_SPREAD = 4  # without snapshots, checkpoints serve only to date a violation: this many times further apart
 FRAME_CACHE = 512  # rebuilt snapshots kept (most recently used first out)
 DEFAULT_MEMORY_LIMIT_MB = 4096
 STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
 _CALL_DETAIL: dict[str, dict] = {}
+_SHARED_DETAIL_IDS: set[int] = set()  # ids of ``_CALL_DETAIL``'s dicts (never freed: ids stay theirs)
 _LRU_NAMES = {"full": "full_lru_list", "mamba": "mamba_lru_list", "host_mamba": "mamba_host_lru_list"}
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
@@ -159,8 +164,9 @@ class Checkpoint:
     cache: object
     driver: object
     current: object
-    known: tuple  # (node id, TreeNode copy or frozen NodeView), in the recorder's order
-    detached: frozenset
+    known: int  # how many of the recorder's known nodes (``_known_log``) there were
+    live: dict  # node id -> TreeNode copy, for known nodes still reachable (the rest: ``Recorder._frozen``)
+    detached: int  # how many node ids had been detached (``_detached_log``)
     leaked: dict
 
 
@@ -206,8 +212,10 @@ class Recorder:
     from the nearest checkpoint (see ``Timeline``)."""
 
     def __init__(self, snapshots: bool = True, invariants: bool = True, checkpoint_every: int = CHECKPOINT_EVERY,
-                 memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS) -> None:
+                 memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS,
+                 states: bool = False) -> None:
         self.want_snapshots, self.want_invariants = snapshots, invariants
+        self.want_states = states  # checkpoints to rebuild operation ends (``iter_op_ends``) without snapshots
         self.checkpoint_every = max(1, int(checkpoint_every))
         self.checkpoint_steps = max(1, int(checkpoint_steps))
         self.memory_limit_mb = memory_limit() if memory_limit_mb is None else memory_limit_mb
@@ -234,11 +242,15 @@ class Recorder:
         self._pending: dict[str, tuple[int, str]] = {}
         self._active: set[str] = set()
         self._known: dict[int, TreeNode] = {}
+        self._known_log: list[int] = []  # ``_known``'s ids in order: a checkpoint keeps their count, not a copy
+        self._unfrozen: dict[int, TreeNode] = {}  # known nodes not yet found unreachable at a checkpoint
         self._detached: set[int] = set()
+        self._detached_log: list[int] = []  # ``_detached`` in order of arrival (a checkpoint keeps their count)
         self._frozen: dict[int, NodeView] = {}  # nodes nothing can reach any more, as they were left
         self._pools = None  # pool views, recomputed after a pool event (slot scans are the costly part)
         self._leaked: dict = {}  # leaked slots as of the last operation boundary (inside one: in transit)
         self._ended = 0  # operations ended so far
+        self._bc: BoundaryCheck | None = None  # the boundary check kept up to date from events (replayable runs)
         self.cache = self.driver = None
 
     # --- wiring ---
@@ -251,6 +263,8 @@ class Recorder:
             lru.observer = self._lru_event
         for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
             s.observer = self._set_event
+        if self.want_invariants and self.replayable:
+            self._bc = BoundaryCheck(cache)
         if self.want_snapshots:
             self.initial = self._snap()
         return self
@@ -260,8 +274,10 @@ class Recorder:
 
     # --- operations ---
     def begin_op(self, index: int, op: dict, actor: str | None = None) -> None:
-        if self.replayable and (self.want_snapshots or self.want_invariants) and self.cache is not None and (
-                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every
+        if self.replayable and (self.want_snapshots or self.want_invariants or self.want_states) and \
+                self.cache is not None and (
+                not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every * (
+                    1 if self.want_snapshots else DATING_SPREAD)
                 or (self.want_snapshots and len(self.steps) - self.checkpoints[-1].step >= self.checkpoint_steps)):
             self.checkpoints.append(self._checkpoint())
         self._op, self._actor = index, actor
@@ -296,6 +312,7 @@ class Recorder:
         detail = _CALL_DETAIL.get(name)
         if detail is None:
             detail = _CALL_DETAIL[name] = dict(function=name)  # shared by every call of ``name``: read-only
+            _SHARED_DETAIL_IDS.add(id(detail))
         self._add("call", arg, text, detail)
 
     def exit(self, name: str) -> None:
@@ -309,6 +326,14 @@ class Recorder:
             return
         node = data.get("node")
         text, detail = _describe(kind, data)
+        if self._bc is not None and kind in ("attach", "detach", "split"):  # children or places changed
+            if kind == "split":
+                self._bc.moved(node)
+                self._bc.moved(data["prefix"])
+            else:
+                for n in (node, data.get("replaced"), data.get("popped")):
+                    if n is not None:
+                        self._bc.relinked(data["parent"], n)
         if kind == "detach":  # mark what went stale first, so this step's snapshot already shows it
             self._after_detach(data)
         self._add(kind, node, text, detail)
@@ -324,6 +349,8 @@ class Recorder:
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
         self._pools = None
+        if self._bc is not None:
+            self._bc.pool_event(pool, what, slots)
         self._add(what, None, f"{what.replace('_', ' ')} {pool} {list(slots)}", dict(pool=pool, slots=list(slots)))
 
     def _lru_event(self, kind: str, what: str, node) -> None:
@@ -334,6 +361,9 @@ class Recorder:
             self._check_readmission(node, name)
 
     def _set_event(self, name: str, what: str, node) -> None:
+        if self._bc is not None:
+            self._bc.see(node)
+            self._bc.seen.add(node)  # its membership changed: its leaf-set record with it
         self._add(f"set_{what}", node, f"{what} {_keyed(node)} {'to' if what == 'add' else 'from'} {name}",
                   dict(set=name))
         if what == "add":
@@ -341,11 +371,13 @@ class Recorder:
 
     # --- the core of the ledger: one small event per micro-step, whatever the size of the tree ---
     def _add(self, kind: str, node, text: str, detail: dict) -> None:
-        if node.__class__ is TreeNode:
+        if isinstance(node, TreeNode):
             self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, node.id, text,
                                         detail))
             if node.id not in self._known:
-                self._known[node.id] = node
+                self._know(node)
+            if self._bc is not None:
+                self._bc.see(node)
         else:
             self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, None, text,
                                         detail))
@@ -354,6 +386,11 @@ class Recorder:
                 self._eager.append(self._snap())
             if self.want_invariants and kind != "op":
                 self._check_step(len(self.steps) - 1)
+
+    def _know(self, node: TreeNode) -> None:
+        self._known[node.id] = node
+        self._known_log.append(node.id)
+        self._unfrozen[node.id] = node
 
     def frame_holders(self) -> dict[int, tuple[str, ...]]:
         """node id -> the calls on the stack that hold it to use it (not the code deleting it)."""
@@ -410,8 +447,11 @@ class Recorder:
                 stack.extend(c for c in n.children.values() if c.parent is n)
         cause = " <- ".join(reversed(self._stack)) or "driver"
         for n in gone:
-            self._detached.add(n.id)
-            self._known.setdefault(n.id, n)
+            if n.id not in self._detached:
+                self._detached.add(n.id)
+                self._detached_log.append(n.id)
+            if n.id not in self._known:
+                self._know(n)
             holders = self.holders_of(n)
             if holders:
                 self.went_stale.append(StaleEvent(len(self.steps), n.id, format_key(n.key), tuple(holders),
@@ -435,7 +475,7 @@ class Recorder:
 
     def _close_invariants(self) -> None:
         live = self._live()
-        bad = failing(self.cache, live, self._fp_memo)
+        bad = self._bc.failing(live) if self._bc is not None else failing(self.cache, live, self._fp_memo)
         new = [name for name in INVARIANTS if name in bad and name not in self._active]
         res = check_all(self.cache, live, new) if new else {}  # the wording, only for violations that begin
         last = len(self.steps) - 1
@@ -467,19 +507,19 @@ class Recorder:
         for pool in cache.pools.all().values():  # the data tensors are shared by fast_copy; a replay writes them
             pool.data = pool.data.clone()
             pool.rebind_view()  # the numpy view must follow the copy, not write into the original
-        known = []
-        for nid, n in self._known.items():
-            if id(n) in memo:
-                known.append((nid, memo[id(n)]))
-            else:
-                view = self._frozen.get(nid)
-                if view is None:
-                    view = self._frozen[nid] = node_view(n, attached=False)
-                known.append((nid, view))
+        live = {}
+        if self.want_snapshots:  # known nodes: copies of the reachable ones, the rest frozen once and shared
+            for nid, n in list(self._unfrozen.items()):
+                c = memo.get(id(n))
+                if c is not None:
+                    live[nid] = c
+                else:
+                    self._frozen[nid] = node_view(n, attached=False)
+                    del self._unfrozen[nid]
         leaked = {} if self._ended == 0 or not self.want_snapshots else \
             {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
-        return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, tuple(known),
-                          frozenset(self._detached), leaked)
+        return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, len(self._known_log), live,
+                          len(self._detached_log), leaked)
 
     def _replay(self, upto: int, want: set[int], date: bool = False) -> _Replayer:
         """Replay operations (positions in ``ops``) from the nearest checkpoint through ``upto`` on a copy of the
@@ -532,6 +572,31 @@ class Recorder:
                 yield got[i]
             p = hi + 1
 
+    def iter_op_ends(self, start: int, stop: int, fn):
+        """``(p, fn(cache))`` after each operation ``p`` in ``start..stop-1`` (positions in ``ops``), replaying each
+        checkpoint's stretch once; ``cache`` is a replay's copy, valid only inside ``fn``."""
+        from bisect import bisect_right
+
+        from .ops_run import apply_op
+
+        cps = [c.op for c in self.checkpoints]
+        p = start
+        while p < stop:
+            k = bisect_right(cps, p) - 1
+            cp = self.checkpoints[k]
+            end = min(stop, cps[k + 1] if k + 1 < len(cps) else len(self.ops))
+            r = _Replayer(self, cp, set(), None)
+            for q in range(cp.op, end):
+                rec = self.ops[q]
+                r.begin_op(rec.index, rec.op, rec.actor)
+                code, crash = apply_op(r.driver, rec.index, rec.op)
+                if crash is not None:
+                    r.crash(crash)
+                r.end_op(rec.index, code)
+                if q >= p:
+                    yield q, fn(r.cache)
+            p = end
+
     def _check_memory(self) -> None:
         used = rss_mb()
         if used is not None and self.memory_limit_mb and used > self.memory_limit_mb:
@@ -550,16 +615,56 @@ class Recorder:
         return out
 
     def sha256(self) -> str:
-        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True)``, streamed a step at a time (the same
-        bytes, without holding the whole text of a long trace)."""
+        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True, default=str)``, streamed a step at a time
+        (the same bytes, written by ``_step_json`` without building each step's dict)."""
         h = hashlib.sha256(b"[")
-        for lo in range(0, len(self.steps), 2048):  # json.dumps of a list joins its items with ", "
+        enc = json.JSONEncoder(sort_keys=True, default=str).encode
+        memo: dict = {"a": {}, "k": {}}
+        steps = self.steps
+        for lo in range(0, len(steps), 2048):  # json.dumps of a list joins its items with ", "
             if lo:
                 h.update(b", ")
-            chunk = [s.as_dict() for s in self.steps[lo : lo + 2048]]
-            h.update(json.dumps(chunk, sort_keys=True, default=str)[1:-1].encode())
+            h.update(", ".join([_step_json(s, enc, memo) for s in steps[lo : lo + 2048]]).encode())
         h.update(b"]")
         return h.hexdigest()
+
+
+def _step_json(s: MicroStep, enc, memo: dict) -> str:
+    """``json.dumps(s.as_dict(), sort_keys=True, default=str)``; ``memo`` keeps the text of shared parts (the call
+    stack tuple, a call's shared detail, the actor and kind) by identity."""
+    stack, detail = s.stack, s.detail
+    st = memo.get(id(stack))
+    if st is None or st[0] is not stack:
+        st = memo[id(stack)] = (stack, enc(list(stack)))
+    if detail.__class__ is dict and not detail:
+        dt = "{}"
+    elif id(detail) in _SHARED_DETAIL_IDS:
+        dt = memo.get(("d", id(detail)))
+        if dt is None:
+            dt = memo[("d", id(detail))] = enc(detail)
+    elif detail.__class__ is dict and detail.keys() == _POOL_DETAIL and detail["pool"].__class__ is str and \
+            detail["slots"].__class__ is list and set(map(type, detail["slots"])) <= _INT:
+        dt = f'{{"pool": {_ebs(detail["pool"])}, "slots": [{", ".join(map(str, detail["slots"]))}]}}'
+    else:
+        dt = enc(detail)
+    actors, kinds = memo["a"], memo["k"]
+    a = actors.get(s.actor)
+    if a is None:
+        a = actors[s.actor] = enc(s.actor)
+    k = kinds.get(s.kind)
+    if k is None:
+        k = kinds[s.kind] = enc(s.kind)
+    node, index, op, text = s.node, s.index, s.op, s.text
+    node = str(node) if node.__class__ is int else enc(node)
+    index = str(index) if index.__class__ is int else enc(index)
+    op = str(op) if op.__class__ is int else enc(op)
+    text = _ebs(text) if text.__class__ is str else enc(text)
+    return (f'{{"actor": {a}, "detail": {dt}, "index": {index}, "kind": {k}, "node": {node}, '
+            f'"op": {op}, "stack": {st[1]}, "text": {text}}}')
+
+
+_POOL_DETAIL = {"pool", "slots"}
+_INT = {int}
 
 
 def _describe(kind: str, d: dict) -> tuple[str, dict]:
@@ -608,8 +713,11 @@ class _Replayer(Recorder):
         for pool in cache.pools.all().values():
             pool.data = pool.data.clone()
             pool.rebind_view()  # the numpy view must follow the copy, not write into the original
-        self._known = {nid: (n if n.__class__ is NodeView else memo[id(n)]) for nid, n in cp.known}
-        self._detached = set(cp.detached)
+        if want:  # what snapshots draw: the nodes known at the checkpoint, as they were there
+            live, frozen = cp.live, main._frozen
+            self._known = {nid: frozen[nid] if (c := live.get(nid)) is None else memo[id(c)]
+                           for nid in main._known_log[: cp.known]}
+        self._detached = set(main._detached_log[: cp.detached])
         self._leaked = dict(cp.leaked)
         self._frozen = main._frozen
         self.main, self.n, self.want, self.got = main, cp.step, want, {}
@@ -641,7 +749,7 @@ class _Replayer(Recorder):
         i = self.n
         self.n += 1
         if node.__class__ is TreeNode and node.id not in self._known:
-            self._known[node.id] = node
+            self._know(node)
         if i in self.want:
             self.got[i] = self._snap()
         if self._pos == self._date_pos and kind != "op":
@@ -657,7 +765,7 @@ class _Replayer(Recorder):
             if not is_attached(self.cache, n):
                 self._detached.add(n.id)
                 if n.id not in self._known:
-                    self._known[n.id] = n
+                    self._know(n)
                 stack.extend(c for c in n.children.values() if c.parent is n)
 
     def _check_readmission(self, node, holder: str) -> None:
@@ -680,6 +788,8 @@ class _Replayer(Recorder):
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
         self._pools = None
+        if self._bc is not None:
+            self._bc.pool_event(pool, what, slots)
         self._add(what, None, "", None)
 
     def _lru_event(self, kind: str, what: str, node) -> None:

@@ -190,3 +190,76 @@ def test_the_streamed_trace_hash_is_the_hash_of_the_whole_json_text():
     whole = json.dumps([s.as_dict() for s in t.steps], sort_keys=True, default=str)
     assert t.sha256() == hashlib.sha256(whole.encode()).hexdigest()
     assert trace.Recorder().sha256() == hashlib.sha256(b"[]").hexdigest()
+
+
+def test_the_incremental_boundary_check_agrees_with_the_one_pass_check_on_every_boundary(monkeypatch):
+    """The recorder's ``BoundaryCheck`` (re-examining only what an operation touched) gives ``failing``'s answer
+    at every operation boundary: random operation files (injected trees, shared slots, leaks, stale nodes) under
+    every preset, the gallery under random schedules, and a workload where eviction and load-back run all along."""
+    from trace_cases import cases
+
+    from simcache import invariants
+    from simcache.ops_run import check_doc, execute
+    from simcache.versions import preset as flags_of
+
+    real = invariants.BoundaryCheck.failing
+    seen: set[str] = set()
+    checked = 0
+
+    def both(self, live=()):
+        nonlocal checked
+        got = real(self, live)
+        assert got == invariants.failing(self.cache, live), f"boundary {checked}"
+        seen.update(got)
+        checked += 1
+        return got
+
+    monkeypatch.setattr(invariants.BoundaryCheck, "failing", both)
+    picked = [c for c in cases() if c[0].startswith("random/") or c[0].endswith(("/1", "/5"))]
+    for _, scenario, preset, schedule in picked:
+        simulate(scenario, preset, schedule=schedule, snapshots=False)
+    simulate(dict(name="workload", **small_workload(150)), "followup_fix", snapshots=False)
+
+    def corrupt(i, cache, drv):  # KV that does not hold its prefix's fingerprints, then a slot owned twice
+        node = next((n for n in cache.root_node.children.values() if n.value), None)
+        if i % 40 == 20 and node is not None:
+            cache.pools.device_kv.write(node.value[:1], [12345])
+        if i % 40 == 30 and node is not None and len(node.value) > 1:
+            node.value = node.value[:1] * 2 + node.value[2:]
+
+    cfg, ops = check_doc(small_workload(100))
+    execute(cfg, [(None, op) for op in ops], flags_of("followup_fix"), recorder=trace.Recorder(snapshots=False),
+            on_step=corrupt)
+    assert checked > 2000
+    assert set(invariants.INVARIANTS) - {"size_counters"} - seen == set()
+
+
+def test_run_ops_trace_rebuilds_each_operations_tree_instead_of_storing_it():
+    """``run_ops(..., trace=True)`` used to keep the whole tree text after every operation; its records are now
+    rebuilt on demand from checkpoints and equal what the live cache showed after each operation."""
+    from simcache.ops_run import OpTrace, run_ops
+    from simcache.state import tree_lines
+
+    doc = small_workload(200)
+    live: list[list[str]] = []
+    res = run_ops(doc, "followup_fix", trace=True, on_step=lambda i, cache, drv: live.append(tree_lines(cache)))
+    t = res["trace"]
+    assert isinstance(t, OpTrace) and not t._kept and len(t) == len(doc["ops"]) == len(live) > 200
+    assert len(t._rec.checkpoints) > 1  # the walk crosses checkpoints
+    want = [dict(step=i, op=op, status=res["status"][i], tree=live[i]) for i, op in enumerate(doc["ops"])]
+    assert list(t) == want
+    rng = random.Random(5)
+    for i in rng.sample(range(len(t)), 20) + [-1, 0]:
+        assert t[i] == want[i]
+    assert t[10:14] == want[10:14] and t == want
+    assert len(t._kept) <= 64
+    with pytest.raises(IndexError, match="outside this run"):
+        t[len(t)]
+
+
+def test_run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so():
+    from simcache.errors import ScenarioError
+    from simcache.ops_run import run_ops
+
+    with pytest.raises(ScenarioError, match="keeps none; pass no recorder"):
+        run_ops(small_workload(5), trace=True, recorder=trace.Recorder(snapshots=False, invariants=False))
