@@ -68,16 +68,21 @@ def plan_for(scenario: Scenario, flags: Flags) -> Plan:
                 tuple(scenario.initial))
 
 
-_CONFIGS: dict[int, tuple[Plan, object]] = {}  # id(plan) -> (plan, its cache config): built once per plan
+_PREPARED: dict[int, tuple] = {}  # id(plan) -> (plan, its cache config, its ops by actor index): once per plan
+
+
+def _prepared(plan: Plan) -> tuple:
+    got = _PREPARED.get(id(plan))
+    if got is None or got[0] is not plan:
+        if len(_PREPARED) > 64:
+            _PREPARED.clear()
+        got = _PREPARED[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"),
+                                     tuple(plan.ops[a] for a in plan.actors))
+    return got
 
 
 def _config(plan: Plan):
-    got = _CONFIGS.get(id(plan))
-    if got is None or got[0] is not plan:
-        if len(_CONFIGS) > 64:
-            _CONFIGS.clear()
-        got = _CONFIGS[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"))
-    return got[1]
+    return _prepared(plan)[1]
 
 
 def _no_write(slots, values) -> None:
@@ -95,7 +100,7 @@ def _no_copy(pairs) -> None:
 class Machine:
     """A cache + driver stepped one scheduler-level operation at a time (no recorder); see the module doc."""
 
-    __slots__ = ("cache", "driver", "index", "crash", "pos", "turns", "idx", "statuses")
+    __slots__ = ("cache", "driver", "index", "crash", "pos", "actors", "idx", "statuses")
 
     def __init__(self, plan: Plan, data: bool = False) -> None:
         self.cache = HiMambaRadixCache(_config(plan))
@@ -106,20 +111,30 @@ class Machine:
         self.driver = Driver(self.cache, scheduler=plan.config.get("driver") == "scheduler")
         self.index, self.crash = 0, None
         self.pos = [0] * len(plan.actors)
-        self.turns: list[str] = []  # actor names, in schedule order
-        self.idx: list[int] = []  # the same turns as actor indices
+        self.actors = plan.actors
+        self.idx: list[int] = []  # the turns so far, as actor indices
         self.statuses: list[str] = []
         if plan.initial:
             self._apply({"op": "inject", "nodes": list(plan.initial)})
+
+    @property
+    def turns(self) -> list[str]:
+        """The turns so far, as actor names."""
+        actors = self.actors
+        return [actors[i] for i in self.idx]
 
     @classmethod
     def replay(cls, plan: Plan, turns) -> Machine:
         """A machine after ``turns`` (actor indices), stopped early at a crash."""
         m = cls(plan)
-        for i in turns:
-            if m.crash is not None:
+        ops = _prepared(plan)[2]
+        pos, idx, apply = m.pos, m.idx, m._apply
+        for i in turns if m.crash is None else ():  # ``step``, inlined: one schedule is a dozen operations
+            k = pos[i]
+            pos[i] = k + 1
+            idx.append(i)
+            if apply(ops[i][k]) == "x":
                 break
-            m.step(plan, i)
         return m
 
     def _apply(self, op: dict) -> str:
@@ -129,7 +144,7 @@ class Machine:
         except Skip as s:
             status = s.code
         except SimcacheError as e:  # a conflict only some interleavings reach: name the one that did
-            raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.turns else str(e)) from None
+            raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.idx else str(e)) from None
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
             raise_if_internal(e, f"op {self.index} ({op.get('op')})")
             self.crash = crash_from(e)
@@ -140,12 +155,10 @@ class Machine:
         return status
 
     def step(self, plan: Plan, actor_index: int) -> str:
-        actor = plan.actors[actor_index]
-        op = plan.ops[actor][self.pos[actor_index]]
-        self.pos[actor_index] += 1
-        self.turns.append(actor)
+        k = self.pos[actor_index]
+        self.pos[actor_index] = k + 1
         self.idx.append(actor_index)
-        return self._apply(op)
+        return self._apply(_prepared(plan)[2][actor_index][k])
 
     def clone(self) -> Machine:
         """An independent copy (``fast_copy``); the pools' data tensors are shared (see the class doc)."""
@@ -154,7 +167,7 @@ class Machine:
         new.cache = fast_copy(self.cache, memo)
         new.driver = fast_copy(self.driver, memo)
         new.index, new.crash = self.index, self.crash
-        new.pos, new.turns, new.idx = list(self.pos), list(self.turns), list(self.idx)
+        new.pos, new.actors, new.idx = list(self.pos), self.actors, list(self.idx)
         new.statuses = list(self.statuses)
         return new
 

@@ -81,7 +81,7 @@ def _expand(plan: Plan, item: _Item, bound: int | None, mode: str, damage: dict)
         else:
             m = base if j == len(choices) - 1 else base.clone()
             m.step(plan, i)
-        terminal = m.crash is not None or len(m.turns) == plan.total
+        terminal = m.crash is not None or len(m.idx) == plan.total
         if terminal:
             out.append((i, pre, None, finish(m, damage), None))
         else:
