@@ -72,6 +72,9 @@ class PoolAccounting:
     shared: tuple[int, ...]
 
 
+_CPU = torch.device("cpu")  # devices are immutable: one object serves every CPU pool
+
+
 class SlotPool:
     """A free list of ``size`` slots over a data tensor on ``device``; ``host`` pools are the CPU tier."""
 
@@ -80,7 +83,8 @@ class SlotPool:
     def __init__(self, name: str, size: int, device: torch.device | str = "cpu", pin: bool = False,
                  host: bool = False, streams=None) -> None:
         self.name, self.size, self.host = name, size, host
-        self.device = torch.device(device)
+        self.device = device if type(device) is torch.device else (
+            _CPU if device == "cpu" else torch.device(device))
         self._pin = pin
         if self.device.type != "cpu":  # a CPU pool's tensor is made on first use (``__getattr__``)
             self._make_data()

@@ -184,9 +184,14 @@ class Machine:
         stack = [root]
         while stack:  # the attached nodes (state.attached_ids), root included
             n = stack.pop()
-            for v, into in ((n.value, dkv), (n.mamba_value, dm), (n.host_value, hkv), (n.mamba_host_value, hm)):
-                if v is not None:
-                    into.update(v)
+            if n.value is not None:
+                dkv.update(n.value)
+            if n.mamba_value is not None:
+                dm.update(n.mamba_value)
+            if n.host_value is not None:
+                hkv.update(n.host_value)
+            if n.mamba_host_value is not None:
+                hm.update(n.mamba_host_value)
             for k, c in n.children.items():
                 if c.parent is n and len(c.key) > 0 and ck(c.key) == k:
                     stack.append(c)
@@ -202,6 +207,8 @@ class Machine:
         out = []
         for name in pools.NAMES:
             pool = getattr(pools, name)
+            if len(pool.free_slots) == pool.size and not pool.double_frees:
+                continue  # every slot free once (counts equal occurrences in the free list): nothing allocated
             held = refs[name]
             leaked = tuple(s for s, free in enumerate(pool._free_count) if free == 0 and s not in held)
             if leaked:
