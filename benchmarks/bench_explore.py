@@ -16,14 +16,19 @@ machine shows less. Prints markdown tables:
 6. partial-order reduction over the whole schedule space (``--reduce dpor``) against state-hash pruning and no
    reduction, for the same verdict.
 
-``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor).
+``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor). ``--against REF`` prints one
+table instead: the explorer machine's schedules per second on this tree and on git revision REF (its ``simcache``
+unpacked to a temporary folder), each side in its own process, alternating A B A B, CPU time, medians.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -187,13 +192,66 @@ def verdict(res):
     return res.signatures, set(dict(res.damage)), res.distinct_states, res.space_covered
 
 
+_MACHINE_RATE = r"""
+import random, sys, time
+from simcache.explore import plan_for
+from simcache.explore.sampling import draw_random, run_schedule
+from simcache.scenario import load
+from simcache.simulate import resolve_flags
+out = []
+for name in sys.argv[2:]:
+    sc = load(name)
+    _, fl = resolve_flags(sc, "pre_fix", None)
+    plan = plan_for(sc, fl)
+    rng = random.Random(0)
+    draws = [draw_random(rng, plan.lengths) for _ in range(int(sys.argv[1]))]
+    run_schedule(plan, draws[0])
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        for d in draws:
+            run_schedule(plan, d)
+        best = min(best, time.process_time() - t)
+    out.append(len(draws) / best)
+print(*out)
+"""
+
+
+def against(ref: str, names: list[str], n: int, rounds: int) -> str:
+    """The explorer machine (``run_schedule``: build, replay, end key, damage) on the same random schedules, this
+    tree against ``ref``: alternating processes, the best of 3 passes each (CPU time), medians over ``rounds``."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref, "simcache", "assets"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        got: dict[str, list[list[float]]] = {"ref": [], "now": []}
+        for _ in range(rounds):
+            for side, path in (("ref", tmp), ("now", str(root))):
+                out = subprocess.run([sys.executable, "-c", _MACHINE_RATE, str(n), *names], cwd=tmp,
+                                     env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True, check=True)
+                got[side].append([float(x) for x in out.stdout.split()])
+    rows = []
+    for i, name in enumerate(names):
+        old = statistics.median(r[i] for r in got["ref"])
+        new = statistics.median(r[i] for r in got["now"])
+        rows.append([name, f"{old:,.0f}", f"{new:,.0f}", f"{new / old:.2f}x"])
+    return table(["scenario", f"{ref} schedules/s (CPU)", "this tree schedules/s (CPU)", "ratio"], rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--only", default="rates,failure,pruning,needle,modes,dpor",
                     help="comma-separated tables: rates, failure, pruning, needle, modes, dpor")
+    ap.add_argument("--against", metavar="REF", help="compare the explorer machine with git revision REF")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against (default 5)")
     a = ap.parse_args(argv)
+    if a.against:
+        print(f"## Explorer machine, this tree against {a.against} (pre_fix, random schedules, {a.rounds} rounds)\n")
+        print(against(a.against, ["crash_pr", "hidden_needle", "scenario_c"], 200 if a.quick else 600, a.rounds))
+        return 0
     only = set(a.only.split(","))
     names = [n for n in gallery() if n in BOUND]
     slow = {"crash_pr"} if a.quick else set()
