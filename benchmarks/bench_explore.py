@@ -12,20 +12,30 @@ machine shows less. Prints markdown tables:
 3. the speed-up from pruning equivalent prefixes: schedules run and time without / with it, for the same verdict
    (same outcome signatures, same damage kinds, same number of distinct end states);
 4. finding the hidden needle: exhaustive (fewest preemptions first) against random and PCT;
-5. how a prefix's state is obtained (keep + clone, replay + clone, replay every child) and processes (jobs).
+5. how a prefix's state is obtained (keep + clone, replay + clone, replay every child) and processes (jobs);
+6. partial-order reduction over the whole schedule space (``--reduce dpor``) against state-hash pruning and no
+   reduction, for the same verdict.
+
+``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor). ``--against REF`` prints one
+table instead: the explorer machine's schedules per second on this tree and on git revision REF (its ``simcache``
+unpacked to a temporary folder), each side in its own process, alternating A B A B, CPU time, medians.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from simcache.explore import explore, plan_for, shrink  # noqa: E402
+from simcache.explore.machine import Machine  # noqa: E402
 from simcache.explore.sampling import draw_random, run_schedule  # noqa: E402
 from simcache.ops_run import execute  # noqa: E402
 from simcache.scenario import gallery, load  # noqa: E402
@@ -131,29 +141,147 @@ def needle(budget: int) -> str:
     return table(["strategy", "schedules run", "s", "the race", "other failures seen"], rows)
 
 
+def unreduced_runs(plan) -> int:
+    """The schedules a search without reduction runs over the whole space: the leaves of the schedule tree (a run
+    ends at the end or at its crash), counted with each subtree's count memoised by its state key (equal keys have
+    equal suffix spaces, the invariant state-hash pruning rests on), so that it is exact without running millions."""
+    memo: dict[bytes, int] = {}
+
+    def count(m: Machine) -> int:
+        total, enabled = 0, [i for i, n in enumerate(plan.lengths) if m.pos[i] < n]
+        for j, i in enumerate(enabled):
+            c = m.clone() if j < len(enabled) - 1 else m
+            c.step(plan, i)
+            if c.crash is not None or len(c.idx) == plan.total:
+                total += 1
+                continue
+            k = c.key()
+            got = memo.get(k)
+            if got is None:
+                got = memo[k] = count(c)
+            total += got
+        return total
+
+    return count(Machine(plan))
+
+
+def reduction(names: list[str], run_none: set[str]) -> str:
+    """Whole schedule space, pre_fix: no reduction, state-hash pruning (the default, the baseline) and dpor."""
+    rows = []
+    for name in names:
+        sc = load(name)
+        _, fl = resolve_flags(sc, "pre_fix", None)
+        state, t_state = clock(explore, name, "pre_fix", bound=None)
+        dp, t_dp = clock(explore, name, "pre_fix", reduce="dpor")
+        if name in run_none:
+            none, t_none = clock(explore, name, "pre_fix", bound=None, reduce="none")
+            n_none, how = none.schedules_run, f"{t_none:.2f}"
+            same = verdict(none) == verdict(state) == verdict(dp)
+        else:
+            n_none, how = unreduced_runs(plan_for(sc, fl)), "counted"
+            same = verdict(state) == verdict(dp)
+        rows.append([name, f"{state.total_schedules:,}", f"{n_none:,}", how, f"{state.schedules_run:,}",
+                     f"{n_none / state.schedules_run:.1f}x", f"{t_state:.2f}", f"{dp.schedules_run:,}",
+                     f"{n_none / dp.schedules_run:.1f}x", f"{state.schedules_run / dp.schedules_run:.2f}x",
+                     f"{t_dp:.2f}", "yes" if same else "NO"])
+    return table(["scenario", "interleavings", "runs, no reduction", "s", "runs, state pruning", "vs none", "s",
+                  "runs, dpor", "vs none", "vs state pruning", "s", "same verdict"], rows)
+
+
+def verdict(res):
+    return res.signatures, set(dict(res.damage)), res.distinct_states, res.space_covered
+
+
+_MACHINE_RATE = r"""
+import random, sys, time
+from simcache.explore import plan_for
+from simcache.explore.sampling import draw_random, run_schedule
+from simcache.scenario import load
+from simcache.simulate import resolve_flags
+out = []
+for name in sys.argv[2:]:
+    sc = load(name)
+    _, fl = resolve_flags(sc, "pre_fix", None)
+    plan = plan_for(sc, fl)
+    rng = random.Random(0)
+    draws = [draw_random(rng, plan.lengths) for _ in range(int(sys.argv[1]))]
+    run_schedule(plan, draws[0])
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        for d in draws:
+            run_schedule(plan, d)
+        best = min(best, time.process_time() - t)
+    out.append(len(draws) / best)
+print(*out)
+"""
+
+
+def against(ref: str, names: list[str], n: int, rounds: int) -> str:
+    """The explorer machine (``run_schedule``: build, replay, end key, damage) on the same random schedules, this
+    tree against ``ref``: alternating processes, the best of 3 passes each (CPU time), medians over ``rounds``."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref, "simcache", "assets"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        got: dict[str, list[list[float]]] = {"ref": [], "now": []}
+        for _ in range(rounds):
+            for side, path in (("ref", tmp), ("now", str(root))):
+                out = subprocess.run([sys.executable, "-c", _MACHINE_RATE, str(n), *names], cwd=tmp,
+                                     env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True, check=True)
+                got[side].append([float(x) for x in out.stdout.split()])
+    rows = []
+    for i, name in enumerate(names):
+        old = statistics.median(r[i] for r in got["ref"])
+        new = statistics.median(r[i] for r in got["now"])
+        rows.append([name, f"{old:,.0f}", f"{new:,.0f}", f"{new / old:.2f}x"])
+    return table(["scenario", f"{ref} schedules/s (CPU)", "this tree schedules/s (CPU)", "ratio"], rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--only", default="rates,failure,pruning,needle,modes,dpor",
+                    help="comma-separated tables: rates, failure, pruning, needle, modes, dpor")
+    ap.add_argument("--reduce-on", metavar="NAMES", help="scenarios of the dpor table (default scenario_b,scenario_c,"
+                                                        "crash_pr; crash_pr's three whole-space searches take minutes)")
+    ap.add_argument("--against", metavar="REF", help="compare the explorer machine with git revision REF")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against (default 5)")
     a = ap.parse_args(argv)
+    if a.against:
+        print(f"## Explorer machine, this tree against {a.against} (pre_fix, random schedules, {a.rounds} rounds)\n")
+        print(against(a.against, ["crash_pr", "hidden_needle", "scenario_c"], 200 if a.quick else 600, a.rounds))
+        return 0
+    only = set(a.only.split(","))
     names = [n for n in gallery() if n in BOUND]
     slow = {"crash_pr"} if a.quick else set()
     print(f"# simcache explore benchmarks ({'quick' if a.quick else 'full'}, {os.cpu_count()} CPUs)\n")
-    print("## Schedules per second (same random schedules, pre_fix)\n")
-    print(rates(names, 20 if a.quick else 100), "\n")
-    print("## Time to the first failure and to the minimal failure (pre_fix)\n")
-    print(to_failure([n for n in names if n not in slow]), "\n")
-    print("## Pruning equivalent prefixes: same verdict, fewer schedules\n")
-    cases = [("scenario_a", "pre_fix", None), ("scenario_b", "pre_fix", None), ("scenario_b", "described_fix", None),
-             ("scenario_c", "pre_fix", 0 if a.quick else 1), ("scenario_c", "described_fix", 0 if a.quick else 1),
-             ("hidden_needle", "pre_fix", 0)]
-    if not a.quick:
-        cases.append(("crash_pr", "pre_fix", 0))
-    print(pruning(cases), "\n")
-    print("## Finding the needle (hidden_needle, pre_fix: 302,400 interleavings)\n")
-    print(needle(1000 if a.quick else 5000), "\n")
-    print(f"## Prefix states and processes (scenario_c, bound {1 if a.quick else 2})\n")
-    print(modes("scenario_c", 1 if a.quick else 2, a.jobs))
+    if "rates" in only:
+        print("## Schedules per second (same random schedules, pre_fix)\n")
+        print(rates(names, 20 if a.quick else 100), "\n")
+    if "failure" in only:
+        print("## Time to the first failure and to the minimal failure (pre_fix)\n")
+        print(to_failure([n for n in names if n not in slow]), "\n")
+    if "pruning" in only:
+        print("## Pruning equivalent prefixes: same verdict, fewer schedules\n")
+        cases = [("scenario_a", "pre_fix", None), ("scenario_b", "pre_fix", None),
+                 ("scenario_b", "described_fix", None), ("scenario_c", "pre_fix", 0 if a.quick else 1),
+                 ("scenario_c", "described_fix", 0 if a.quick else 1), ("hidden_needle", "pre_fix", 0)]
+        if not a.quick:
+            cases.append(("crash_pr", "pre_fix", 0))
+        print(pruning(cases), "\n")
+    if "needle" in only:
+        print("## Finding the needle (hidden_needle, pre_fix: 302,400 interleavings)\n")
+        print(needle(1000 if a.quick else 5000), "\n")
+    if "modes" in only:
+        print(f"## Prefix states and processes (scenario_c, bound {1 if a.quick else 2})\n")
+        print(modes("scenario_c", 1 if a.quick else 2, a.jobs), "\n")
+    if "dpor" in only:
+        print("## Partial-order reduction over the whole schedule space (pre_fix): same verdict, fewer runs\n")
+        print(reduction(a.reduce_on.split(",") if a.reduce_on else
+                        ["scenario_b"] if a.quick else ["scenario_b", "scenario_c", "crash_pr"], {"scenario_b"}))
     return 0
 
 

@@ -269,7 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
     x.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     x.add_argument("--strategy", default="exhaustive", choices=["exhaustive", "random", "pct"])
-    x.add_argument("--bound", default=None, help="preemption bound (exhaustive, default 2) / depth (pct, default 3)")
+    x.add_argument("--bound", default=None, help="preemption bound (exhaustive, default 2; none with --reduce dpor) "
+                                                 "/ depth (pct, default 3)")
+    x.add_argument("--reduce", default="state", choices=["state", "none", "dpor"],
+                   help="exhaustive only: 'state' (default) skips a prefix whose cache state was already searched; "
+                        "'none' runs every schedule; 'dpor' searches every schedule (no bound) with sleep sets over "
+                        "the operations' footprints plus state caching: the same outcomes, end states and damage "
+                        "with fewer runs")
     x.add_argument("--seed", default="0", help="seed of the random and pct strategies")
     x.add_argument("--budget", default=None, help="most schedules to run (at most 10,000,000)")
     x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")

@@ -72,6 +72,9 @@ class PoolAccounting:
     shared: tuple[int, ...]
 
 
+_CPU = torch.device("cpu")  # devices are immutable: one object serves every CPU pool
+
+
 class SlotPool:
     """A free list of ``size`` slots over a data tensor on ``device``; ``host`` pools are the CPU tier."""
 
@@ -80,11 +83,11 @@ class SlotPool:
     def __init__(self, name: str, size: int, device: torch.device | str = "cpu", pin: bool = False,
                  host: bool = False, streams=None) -> None:
         self.name, self.size, self.host = name, size, host
-        self.device = torch.device(device)
-        self.data = torch.zeros(size, dtype=torch.int64, device=self.device)
-        if pin:
-            self.data = self.data.pin_memory()
-        self.rebind_view()
+        self.device = device if type(device) is torch.device else (
+            _CPU if device == "cpu" else torch.device(device))
+        self._pin = pin
+        if self.device.type != "cpu":  # a CPU pool's tensor is made on first use (``__getattr__``)
+            self._make_data()
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
         self.double_frees: list[DoubleFree] = []
@@ -96,6 +99,20 @@ class SlotPool:
         self.inflight: list[PendingCopy] = []  # host pool: copies using its staging buffer, oldest first
         self.readers: list = []  # device pool: events of backups that may still read its slots
         self._staging: torch.Tensor | None = None
+
+    def _make_data(self) -> None:
+        self.data = torch.zeros(self.size, dtype=torch.int64, device=self.device)
+        if self._pin:
+            self.data = self.data.pin_memory()
+        self.rebind_view()
+
+    def __getattr__(self, name: str):
+        """``data`` and ``_np`` of a CPU pool, made on first use: the explorer's machines never touch them (their
+        pools keep no data), and four tensors per machine were a fifth of the cost of building one."""
+        if name in ("data", "_np") and "size" in self.__dict__:
+            self._make_data()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def available_size(self) -> int:
         return len(self.free_slots)

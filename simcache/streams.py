@@ -37,13 +37,16 @@ POLICIES = ("lazy", "eager_default")
 POISON = -0x0BAD_0BAD_0BAD_0BAD  # never a fingerprint (those are >= 0): data a copy has not delivered yet
 
 
+_CPU = torch.device("cpu")  # immutable, shared
+
+
 def resolve_device(name: object) -> torch.device:
     """The device a ``CacheConfig.device`` names (``auto``: cuda when available); a ConfigError if unusable."""
     if not isinstance(name, str):
         raise ConfigError(f"device must be one of {DEVICE_CHOICES}, not {name!r}")
     text = name.strip().lower()
     if text == "cpu":
-        return torch.device("cpu")
+        return _CPU
     if text == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     head, _, index = text.partition(":")

@@ -63,11 +63,12 @@ def cli_explore(a) -> int:
             check_folder(a.out, [*ARTEFACT_NAMES, test_file_name(sc)])
         except SimcacheError as e:
             raise UsageError(str(e)) from None
-    if bound is None and a.strategy == "exhaustive":
+    reduce = getattr(a, "reduce", "state")
+    if bound is None and a.strategy == "exhaustive" and reduce != "dpor":
         bound = DEFAULT_BOUND
     bar = progress_for(f"explore {sc.name}", getattr(a, "progress", False))
     try:
-        res = explore(sc, a.preset, flags, a.strategy, bound, seed, budget, jobs, progress=bar)
+        res = explore(sc, a.preset, flags, a.strategy, bound, seed, budget, jobs, progress=bar, reduce=reduce)
     except ScenarioError as e:  # a conflict only some interleavings reach (two live requests with one id)
         msg = str(e)
         raise ScenarioError(msg if msg.startswith(sc.name) else f"{sc.name}: {msg}") from None

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from ..cache import HiMambaRadixCache
 from ..crash import signature  # noqa: F401 -- its home is crash.py; the explorer imports it from here
-from ..driver import Driver, Skip, crash_from, raise_if_internal
+from ..driver import Driver
 from ..errors import SimcacheError
+from ..operations import RAISED
 from ..ops_run import build_config
 from ..scenario import Scenario
 from ..scheduler import Schedule, format_turns
@@ -58,16 +59,21 @@ def plan_for(scenario: Scenario, flags: Flags) -> Plan:
                 tuple(scenario.initial))
 
 
-_CONFIGS: dict[int, tuple[Plan, object]] = {}  # id(plan) -> (plan, its cache config): built once per plan
+_PREPARED: dict[int, tuple] = {}  # id(plan) -> (plan, its cache config, its ops by actor index): once per plan
+
+
+def _prepared(plan: Plan) -> tuple:
+    got = _PREPARED.get(id(plan))
+    if got is None or got[0] is not plan:
+        if len(_PREPARED) > 64:
+            _PREPARED.clear()
+        got = _PREPARED[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"),
+                                     tuple(plan.ops[a] for a in plan.actors))
+    return got
 
 
 def _config(plan: Plan):
-    got = _CONFIGS.get(id(plan))
-    if got is None or got[0] is not plan:
-        if len(_CONFIGS) > 64:
-            _CONFIGS.clear()
-        got = _CONFIGS[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"))
-    return got[1]
+    return _prepared(plan)[1]
 
 
 def _no_write(slots, values) -> None:
@@ -85,7 +91,7 @@ def _no_copy(pairs) -> None:
 class Machine:
     """A cache + driver stepped one scheduler-level operation at a time (no recorder); see the module doc."""
 
-    __slots__ = ("cache", "driver", "index", "crash", "pos", "turns", "idx", "statuses")
+    __slots__ = ("cache", "driver", "index", "crash", "pos", "actors", "idx", "statuses")
 
     def __init__(self, plan: Plan, data: bool = False) -> None:
         self.cache = HiMambaRadixCache(_config(plan))
@@ -93,49 +99,51 @@ class Machine:
             for pool in self.cache.pools.all().values():
                 pool.write, pool.read, pool.keeps_data = _no_write, _zeros, False
             self.cache.controller._copy = _no_copy
-        self.driver = Driver(self.cache, scheduler=plan.config.get("driver") == "scheduler")
+        self.driver = Driver(self.cache, retry_mamba_alloc=plan.config.get("driver") == "scheduler")
         self.index, self.crash = 0, None
         self.pos = [0] * len(plan.actors)
-        self.turns: list[str] = []  # actor names, in schedule order
-        self.idx: list[int] = []  # the same turns as actor indices
+        self.actors = plan.actors
+        self.idx: list[int] = []  # the turns so far, as actor indices
         self.statuses: list[str] = []
         if plan.initial:
             self._apply({"op": "inject", "nodes": list(plan.initial)})
+
+    @property
+    def turns(self) -> list[str]:
+        """The turns so far, as actor names."""
+        actors = self.actors
+        return [actors[i] for i in self.idx]
 
     @classmethod
     def replay(cls, plan: Plan, turns) -> Machine:
         """A machine after ``turns`` (actor indices), stopped early at a crash."""
         m = cls(plan)
-        for i in turns:
-            if m.crash is not None:
+        ops = _prepared(plan)[2]
+        pos, idx, apply = m.pos, m.idx, m._apply
+        for i in turns if m.crash is None else ():  # ``step``, inlined: one schedule is a dozen operations
+            k = pos[i]
+            pos[i] = k + 1
+            idx.append(i)
+            if apply(ops[i][k]) == "x":
                 break
-            m.step(plan, i)
         return m
 
     def _apply(self, op: dict) -> str:
         try:
-            self.driver.apply(op, self.index)
-            status = "."
-        except Skip as s:
-            status = s.code
+            status = self.driver.step(op, self.index)
         except SimcacheError as e:  # a conflict only some interleavings reach: name the one that did
-            raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.turns else str(e)) from None
-        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            raise_if_internal(e, f"op {self.index} ({op.get('op')})")
-            self.crash = crash_from(e)
-            self.cache.crashed = self.crash
-            status = "x"
+            raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.idx else str(e)) from None
+        if status == RAISED:
+            self.crash = self.cache.crashed
         self.index += 1
         self.statuses.append(status)
         return status
 
     def step(self, plan: Plan, actor_index: int) -> str:
-        actor = plan.actors[actor_index]
-        op = plan.ops[actor][self.pos[actor_index]]
-        self.pos[actor_index] += 1
-        self.turns.append(actor)
+        k = self.pos[actor_index]
+        self.pos[actor_index] = k + 1
         self.idx.append(actor_index)
-        return self._apply(op)
+        return self._apply(_prepared(plan)[2][actor_index][k])
 
     def clone(self) -> Machine:
         """An independent copy (``fast_copy``); the pools' data tensors are shared (see the class doc)."""
@@ -144,7 +152,7 @@ class Machine:
         new.cache = fast_copy(self.cache, memo)
         new.driver = fast_copy(self.driver, memo)
         new.index, new.crash = self.index, self.crash
-        new.pos, new.turns, new.idx = list(self.pos), list(self.turns), list(self.idx)
+        new.pos, new.actors, new.idx = list(self.pos), self.actors, list(self.idx)
         new.statuses = list(self.statuses)
         return new
 
@@ -161,9 +169,14 @@ class Machine:
         stack = [root]
         while stack:  # the attached nodes (state.attached_ids), root included
             n = stack.pop()
-            for v, into in ((n.value, dkv), (n.mamba_value, dm), (n.host_value, hkv), (n.mamba_host_value, hm)):
-                if v is not None:
-                    into.update(v)
+            if n.value is not None:
+                dkv.update(n.value)
+            if n.mamba_value is not None:
+                dm.update(n.mamba_value)
+            if n.host_value is not None:
+                hkv.update(n.host_value)
+            if n.mamba_host_value is not None:
+                hm.update(n.mamba_host_value)
             for k, c in n.children.items():
                 if c.parent is n and len(c.key) > 0 and ck(c.key) == k:
                     stack.append(c)
@@ -179,6 +192,8 @@ class Machine:
         out = []
         for name in pools.NAMES:
             pool = getattr(pools, name)
+            if len(pool.free_slots) == pool.size and not pool.double_frees:
+                continue  # every slot free once (counts equal occurrences in the free list): nothing allocated
             held = refs[name]
             leaked = tuple(s for s, free in enumerate(pool._free_count) if free == 0 and s not in held)
             if leaked:

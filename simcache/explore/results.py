@@ -128,11 +128,13 @@ class Tally:
 
     def add(self, out: RunOut) -> None:
         idx, crash, end, damage = out
-        turns = tuple(self.plan.actors[i] for i in idx)
         self.runs += 1
         sig = signature(crash)
         self.outcomes[sig] += 1
         self.ends.add(end)
+        if crash is None and not damage:  # most runs: no schedule text to spell
+            return
+        turns = tuple(self.plan.actors[i] for i in idx)
         text = format_turns(turns)
         for tag, _ in damage:
             self.damage.setdefault(tag, text)

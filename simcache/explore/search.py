@@ -31,6 +31,7 @@ from .sampling import sampled
 
 STRATEGIES = ("exhaustive", "random", "pct")
 MODES = ("keep", "fork", "replay")
+REDUCTIONS = ("state", "none", "dpor")  # state-hash pruning (the default), none, sleep sets + state caching
 Progress = Callable[[dict], None]
 
 
@@ -81,7 +82,7 @@ def _expand(plan: Plan, item: _Item, bound: int | None, mode: str, damage: dict)
         else:
             m = base if j == len(choices) - 1 else base.clone()
             m.step(plan, i)
-        terminal = m.crash is not None or len(m.turns) == plan.total
+        terminal = m.crash is not None or len(m.idx) == plan.total
         if terminal:
             out.append((i, pre, None, finish(m, damage), None))
         else:
@@ -168,12 +169,15 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
 
 def explore(scenario, preset: str | None = None, flags: dict | None = None, strategy: str = "exhaustive",
             bound: int | None = None, seed: int = 0, budget: int | None = None, jobs: int = 1, prune: bool = True,
-            mode: str = "keep", until: str | None = None, progress: Progress | None = None) -> ExploreResult:
+            mode: str = "keep", until: str | None = None, progress: Progress | None = None,
+            reduce: str | None = None) -> ExploreResult:
     """Search ``scenario``'s schedules under ``preset`` (+ ``flags``); see the module doc for the strategies.
 
     ``bound``: the preemption bound (exhaustive; None: unbounded) or the depth (pct; default 3). ``budget``: the
     most schedules to run (random and pct: default 1000). ``until``: stop at the first failure whose signature
-    contains this text ("" for any failure); it is then reported as ``first_failure``."""
+    contains this text ("" for any failure); it is then reported as ``first_failure``. ``reduce`` (exhaustive):
+    ``state`` prunes prefixes whose state was seen (the default; ``prune=False`` is ``none``), ``none`` runs every
+    schedule, ``dpor`` searches the whole space with sleep sets and state caching (``dpor``; no bound)."""
     from ..scenario import Scenario, load
     from ..simulate import resolve_flags
     from .machine import plan_for
@@ -187,9 +191,23 @@ def explore(scenario, preset: str | None = None, flags: dict | None = None, stra
             raise ExploreError(f"--{name} must be a whole number >= {low}, not {v!r}")
     if type(seed) is not int:
         raise ExploreError(f"--seed must be a whole number, not {seed!r}")
+    if reduce is not None and reduce not in REDUCTIONS:
+        raise ExploreError(f"unknown reduction {reduce!r}; choose one of {', '.join(REDUCTIONS)}")
+    if reduce == "dpor":
+        extra = [o for o, given in (("--bound", bound is not None), ("--jobs", jobs != 1),
+                                    ("--strategy", strategy != "exhaustive")) if given]
+        if extra:
+            raise ExploreError(f"--reduce dpor searches the whole schedule space exhaustively, in one process "
+                               f"(an equivalent order may need more preemptions than a bound allows): drop "
+                               f"{' and '.join(extra)}")
     sc = scenario if isinstance(scenario, Scenario) else load(scenario)
     name, fl = resolve_flags(sc, preset, flags)
     plan = plan_for(sc, fl)
+    if reduce == "dpor":
+        from .dpor import dpor
+        return dpor(plan, name, budget=budget, until=until, progress=progress)
+    if reduce is not None:
+        prune = reduce == "state"
     if strategy == "exhaustive":
         return exhaustive(plan, name, bound=bound, budget=budget, prune=prune, jobs=jobs, mode=mode, until=until,
                           progress=progress)

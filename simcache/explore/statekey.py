@@ -56,7 +56,10 @@ def _first(kv):
 def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
     """Everything that can steer the rest of a run, as nested tuples of ints with canonical node numbers and slot
     numbers (each pool's slots renamed by first appearance: nothing in the cache compares slot numbers, so states
-    equal up to a renaming of slots behave the same)."""
+    equal up to a renaming of slots behave the same).
+
+    Written for speed (the explorer computes one per prefix): the helpers are inlined where a node's four slot
+    lists are mostly None, and a list of slots is renamed with C-level ``map`` once its new slots are named."""
     index: dict[int, int] = {}
     order: list = []
     names: tuple[dict, ...] = ({}, {}, {}, {})  # device_kv, device_mamba, host_kv, host_mamba
@@ -74,7 +77,10 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
         if slots is None:
             return _NONE
         d = names[pool]
-        return tuple([d.setdefault(x, len(d)) for x in slots])
+        for x in slots:
+            if x not in d:
+                d[x] = len(d)
+        return tuple(map(d.__getitem__, slots))
 
     def one(pool: int, slot):
         return _NONE if slot is None else sl(pool, (slot,))[0]
@@ -87,26 +93,39 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
     def describe_pending() -> None:
         while len(shapes) < len(order):
             n = order[len(shapes)]
-            kids = tuple((ck, ref(ch)) for ck, ch in sorted(n.children.items(), key=_first))
-            shapes.append((n.key, ref(n.parent), kids, sl(0, n.value), sl(2, n.host_value), sl(1, n.mamba_value),
-                           sl(3, n.mamba_host_value), n.full_lock_ref, n.mamba_lock_ref, n.host_ref_counter,
-                           n.host_mamba_ref_counter, n.hit_count, _NONE if n.hash_value is None else len(n.hash_value)))
+            ch = n.children
+            if not ch:
+                kids = ()
+            elif len(ch) == 1:
+                (ck, c), = ch.items()
+                kids = ((ck, ref(c)),)
+            else:
+                kids = tuple([(ck, ref(c)) for ck, c in sorted(ch.items(), key=_first)])
+            v, hv, mv, mhv, hv_ = n.value, n.host_value, n.mamba_value, n.mamba_host_value, n.hash_value
+            shapes.append((n.key, ref(n.parent), kids, _NONE if v is None else sl(0, v),
+                           _NONE if hv is None else sl(2, hv), _NONE if mv is None else sl(1, mv),
+                           _NONE if mhv is None else sl(3, mhv), n.full_lock_ref, n.mamba_lock_ref,
+                           n.host_ref_counter, n.host_mamba_ref_counter, n.hit_count,
+                           _NONE if hv_ is None else len(hv_)))
 
     ref(cache.root_node)
     describe_pending()
     cc = cache.controller
     holders = (
-        tuple(ref(n) for n in cache.evictable_full_device_leaves),
-        tuple(ref(n) for n in cache.evictable_full_host_leaves),
-        tuple(ref(n) for n in cache.full_lru_list.mru_to_lru()),
-        tuple(ref(n) for n in cache.mamba_lru_list.mru_to_lru()),
-        tuple(ref(n) for n in cache.mamba_host_lru_list.mru_to_lru()),
-        tuple(ref(n) for n in cache.ongoing_write_through.values()),
-        tuple(ref(n) for n in cache.ongoing_load_back.values()),
+        tuple([ref(n) for n in cache.evictable_full_device_leaves._d]),
+        tuple([ref(n) for n in cache.evictable_full_host_leaves._d]),
+        tuple([ref(n) for n in cache.full_lru_list.mru_to_lru()]),
+        tuple([ref(n) for n in cache.mamba_lru_list.mru_to_lru()]),
+        tuple([ref(n) for n in cache.mamba_host_lru_list.mru_to_lru()]),
+        tuple([ref(n) for n in cache.ongoing_write_through.values()]),
+        tuple([ref(n) for n in cache.ongoing_load_back.values()]),
     )
-    op_ids = sorted(set(cc.pending_backups) | {op.id for op in cc.ack_backup_queue} | set(cache.ongoing_backup))
-    rank = {op_id: i for i, op_id in enumerate(op_ids)}
-    backups = tuple((rank[k], ref(n), mp) for k, (n, mp) in cache.ongoing_backup.items())
+    if cc.pending_backups or cc.ack_backup_queue or cache.ongoing_backup:
+        op_ids = sorted(set(cc.pending_backups) | {op.id for op in cc.ack_backup_queue} | set(cache.ongoing_backup))
+        rank = {op_id: i for i, op_id in enumerate(op_ids)}
+        backups = tuple((rank[k], ref(n), mp) for k, (n, mp) in cache.ongoing_backup.items())
+    else:
+        rank, backups = {}, ()
     live = tuple((_s(rid), tuple(r.tokens), sl(0, r.kv), one(1, r.mamba_pool_idx), one(1, r.track_buffer),
                   r.cache_protected_len, ref(r.last_node), _n(r.mamba_last_track_seqlen), sl(0, r.prefix_indices))
                  for rid, r in driver.live.items())
@@ -116,9 +135,11 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
                        op.completed_tokens, len(op.hash_value), op.mamba_hit, op.terminated))
                      for rid, (anchor, tokens, host, op) in cache.ongoing_prefetch.items())
     describe_pending()
-    by_id = {n.id: i for i, n in enumerate(order)}
 
     def acks(queue):
+        if not queue:
+            return ()
+        by_id = {n.id: i for i, n in enumerate(order)}
         return tuple((tuple(by_id.get(i, (_NONE, i)) for i in a.node_ids), a.done) for a in queue)
 
     def storage(op):
@@ -127,15 +148,18 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
 
     times = sorted({n.last_access_time for n in order})
     t_rank = {t: i for i, t in enumerate(times)}
-    nodes = tuple(s + (t_rank[n.last_access_time],) for s, n in zip(shapes, order, strict=False))
+    nodes = tuple([s + (t_rank[n.last_access_time],) for s, n in zip(shapes, order, strict=False)])
+    pending = cc.pending_backups
     controller = (acks(cc.ack_write_queue), acks(cc.ack_load_queue),
-                  tuple(storage(cc.pending_backups[k]) for k in sorted(cc.pending_backups)),
-                  tuple(storage(op) for op in cc.ack_backup_queue), tuple(_s(r) for r in cc.prefetch_revoke_queue),
-                  tuple(sl(2, p) for p in cc.host_mem_release_queue), cc.prefetch_tokens_occupied,
+                  tuple([storage(pending[k]) for k in sorted(pending)]) if pending else (),
+                  tuple([storage(op) for op in cc.ack_backup_queue]),
+                  tuple([_s(r) for r in cc.prefetch_revoke_queue]),
+                  tuple([sl(2, p) for p in cc.host_mem_release_queue]), cc.prefetch_tokens_occupied,
                   cc.prefetch_capacity_limit)
     # a slot's free count equals its occurrences in the free list, so the list (in order) says it all
-    pools = tuple((sl(i, p.free_slots), tuple(sl(i, d.slots) for d in p.double_frees))
-                  for i, p in enumerate(cache.pools.all().values()))
+    p = cache.pools
+    pools = tuple((sl(i, q.free_slots), tuple([sl(i, d.slots) for d in q.double_frees]) if q.double_frees else ())
+                  for i, q in enumerate((p.device_kv, p.device_mamba, p.host_kv, p.host_mamba)))
     sizes = (cache.full_evictable_size_, cache.full_protected_size_, cache.mamba_evictable_size_,
              cache.mamba_protected_size_)
     loaded = tuple(sorted((_s(k), v) for k, v in cache.prefetch_loaded_tokens_by_reqid.items()))
