@@ -41,7 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # module -> the tests that exercise it (targeted, so one mutant's run takes seconds)
 CORE = ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_followup_unit.py", "tests/test_tree.py",
-        "tests/test_assertion_messages.py", "tests/test_mutant_kills.py", "tests/test_race_property.py"]
+        "tests/test_assertion_messages.py", "tests/test_mutant_kills.py", "tests/test_race_property.py",
+        "tests/test_core_exact.py"]
 MODULES = {
     "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
     "simcache/evict_host.py": CORE,

@@ -1,0 +1,131 @@
+"""Exact outcomes of cache paths that the mutation run (``benchmarks/mutation.py``) found no test looking at.
+
+Each test builds a small settled cache with the public ``Driver``, calls one SGLang method, and compares the whole
+state (``helpers.snapshot``: tree, sizes, every LRU list and leaf set) plus the pools' free lists and what the
+method returned. A mutant that changes any of it fails here.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from helpers import free_lists, make_cache, node_at, snapshot
+
+from simcache.driver import Driver
+from simcache.trace import Recorder
+from simcache.versions import preset
+
+EMPTY_SIZES = dict(full_evictable=0, full_protected=0, mamba_evictable=0, mamba_protected=0)
+
+
+def settled(*requests, policy="write_through", flags=None):
+    """A cache after ``requests`` finished, every write acknowledged."""
+    cache = make_cache(policy, flags=flags)
+    drv = Driver(cache)
+    for tokens in requests:
+        drv.finish(drv.start(list(tokens)))
+    cache.controller.complete_writes(64)
+    cache.check_hicache_events()
+    return cache, drv
+
+
+def host_only():
+    """[1,2] with child [3], and [4,5]: all evicted from the device, each with a host copy and a host Mamba state."""
+    cache, drv = settled([1, 2], [1, 2, 3], [4, 5])
+    cache.evict(32)
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0", "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+              "1 4,5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=["4,5", "1,2/3", "1,2"], device_leaves=[],
+        host_leaves=["1,2/3", "4,5"])
+    assert free_lists(cache)["host_kv"] == [5, 6, 7] and free_lists(cache)["host_mamba"] == [3, 4, 5, 6, 7]
+    return cache
+
+
+def test_evict_mamba_host_of_an_internal_node_frees_only_its_host_mamba_state():
+    cache = host_only()
+    assert cache.evict_mamba_host(1) == 1
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=0 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0", "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+              "1 4,5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=["4,5", "1,2/3"], device_leaves=[],
+        host_leaves=["1,2/3", "4,5"])
+    assert free_lists(cache)["host_kv"] == [5, 6, 7] and free_lists(cache)["host_mamba"] == [3, 4, 5, 6, 7, 0]
+    assert node_at(cache, [1, 2]).mamba_host_value is None
+
+
+def test_evict_mamba_host_of_a_host_leaf_deletes_it_and_its_tombstone_parent():
+    cache = host_only()
+    assert cache.evict_mamba_host(2) == 2
+    assert snapshot(cache) == dict(
+        tree=["1 4,5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[],
+        host_mamba_lru=["4,5"], device_leaves=[], host_leaves=["4,5"])
+    assert free_lists(cache)["host_kv"] == [5, 6, 7, 2, 0, 1]
+    assert free_lists(cache)["host_mamba"] == [3, 4, 5, 6, 7, 0, 1]
+
+
+def test_evict_mamba_host_stops_when_the_list_is_empty_and_returns_what_it_evicted():
+    cache = host_only()
+    assert cache.evict_mamba_host(5) == 3
+    assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
+                                   device_leaves=[], host_leaves=[])
+    assert free_lists(cache)["host_kv"] == [5, 6, 7, 2, 0, 1, 3, 4]
+    assert free_lists(cache)["host_mamba"] == [3, 4, 5, 6, 7, 0, 1, 2]
+
+
+@pytest.mark.parametrize("num", [0, -1])
+def test_evict_mamba_host_of_nothing_changes_nothing(num):
+    cache = host_only()
+    before = (snapshot(cache), free_lists(cache))
+    assert cache.evict_mamba_host(num) == 0
+    assert (snapshot(cache), free_lists(cache)) == before
+
+
+def stale_leaf(unconditional: bool, mamba_value_gone: bool):
+    """[1,2]/[3] detached from its parent by hand (as the race leaves it) while still in every list it was in."""
+    flags = dataclasses.replace(preset("described_fix"), unconditional_lru_cleanup=unconditional)
+    cache, drv = settled([1, 2], [1, 2, 3], flags=flags)
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, drv)
+    node = node_at(cache, [1, 2], [3])
+    assert cache.full_lru_list.in_list(node) and cache.mamba_lru_list.in_list(node)
+    assert cache.mamba_host_lru_list.in_list(node) and node in cache.evictable_full_device_leaves
+    if mamba_value_gone:
+        node.mamba_value = None
+    del node.parent.children[cache.ck(node.key)]
+    return cache, rec, node
+
+
+@pytest.mark.parametrize("unconditional, mamba_value_gone, removed, left_in_mamba_lru", [
+    (False, False, ("evictable_full_device_leaves", "full_lru_list", "mamba_lru_list", "mamba_host_lru_list"), False),
+    (False, True, ("evictable_full_device_leaves", "full_lru_list", "mamba_host_lru_list"), True),
+    (True, True, ("evictable_full_device_leaves", "full_lru_list", "mamba_lru_list", "mamba_host_lru_list"), False),
+])
+def test_cleanup_of_a_stale_node_removes_it_from_exactly_the_lists_it_may_leave(unconditional, mamba_value_gone,
+                                                                               removed, left_in_mamba_lru):
+    cache, rec, node = stale_leaf(unconditional, mamba_value_gone)
+    cache._cleanup_stale_node(node, "stale node in a test")
+    warning = "Skip stale HiMamba eviction node_id=8 reason=stale node in a test parent_id=7 child_key=3"
+    assert cache.warnings == [warning]
+    assert [(e.node, e.key, e.reason, e.removed) for e in rec.cleaned_up] == [(8, "3", "stale node in a test",
+                                                                              removed)]
+    assert rec.steps[-1].kind == "cleaned_up" and warning in rec.steps[-1].text + str(rec.steps[-1].detail)
+    assert (cache.full_lru_list.in_list(node), cache.mamba_lru_list.in_list(node),
+            cache.mamba_host_lru_list.in_list(node)) == (False, left_in_mamba_lru, False)
+    assert node not in cache.evictable_full_device_leaves and node not in cache.evictable_full_host_leaves
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+def test_cleanup_of_a_stale_node_not_in_the_mamba_list_still_leaves_the_host_mamba_list():
+    cache, rec, node = stale_leaf(False, True)
+    cache.mamba_lru_list.force_remove(node)
+    cache._cleanup_stale_node(node, "r")
+    assert [e.removed for e in rec.cleaned_up] == [("evictable_full_device_leaves", "full_lru_list",
+                                                    "mamba_host_lru_list")]
+    assert not cache.mamba_host_lru_list.in_list(node)
+
+
+def test_cleanup_of_a_node_without_a_parent_names_none_as_its_parent():
+    cache, rec, node = stale_leaf(False, False)
+    node.parent = None
+    cache._cleanup_stale_node(node, "r")
+    assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=r parent_id=None child_key=3"]
