@@ -140,34 +140,66 @@ def undecorate(source: str) -> str:
     return "".join(lines)
 
 
-def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True) -> dict:
+def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | None:
+    """The transformed copy in ``work``, with mutmut's section; a dict saying why not when the tests fail there."""
+    for name in COPY:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    target = work / module
+    target.write_text(undecorate(target.read_text()))
+    with open(work / "simcache" / "trace_hooks.py", "a") as f:
+        f.write(TRACE_HOOKS_SHIM)
+    if verify:
+        check = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p",
+                                "no:cacheprovider", *tests], cwd=work, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(work)})
+        if check.returncode != 0:
+            return dict(module=module, tests=tests, error="the targeted tests fail on the transformed copy",
+                        log_tail=check.stdout[-1500:])
+    with open(work / "pyproject.toml", "a") as f:  # mutmut's own section, for this module only
+        f.write("\n[tool.mutmut]\n"
+                'source_paths = ["simcache"]\n'
+                f"only_mutate = [{json.dumps(module)}]\n"
+                f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
+                'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
+                'also_copy = ["assets", "tests"]\n')
+    return None
+
+
+def statuses(work: Path) -> dict[str, str]:
+    res = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
+                         capture_output=True, text=True)
+    out: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        m = re.match(r"\s*(\S+):\s*(\w[\w ]*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True,
+               keep: Path | None = None, rerun: bool = False) -> dict:
+    """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors again, against
+    the project's current tests (after new tests were written for them)."""
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
-        work = Path(tmp)
-        for name in COPY:
-            src = ROOT / name
-            (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-        target = work / module
-        target.write_text(undecorate(target.read_text()))
-        with open(work / "simcache" / "trace_hooks.py", "a") as f:
-            f.write(TRACE_HOOKS_SHIM)
-        if verify:
-            check = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p",
-                                    "no:cacheprovider", *tests], cwd=work, capture_output=True, text=True,
-                                   env={**os.environ, "PYTHONPATH": str(work)})
-            if check.returncode != 0:
-                return dict(module=module, tests=tests, error="the targeted tests fail on the transformed copy",
-                            log_tail=check.stdout[-1500:])
-        with open(work / "pyproject.toml", "a") as f:  # mutmut's own section, for this module only
-            f.write("\n[tool.mutmut]\n"
-                    'source_paths = ["simcache"]\n'
-                    f"only_mutate = [{json.dumps(module)}]\n"
-                    f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
-                    'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
-                    'also_copy = ["assets", "tests"]\n')
+        work = keep or Path(tmp)
+        names: list[str] = []
+        if rerun:
+            names = sorted(k for k, v in statuses(work).items() if v == "survived")
+            for dest in (work / "tests", work / "mutants" / "tests"):
+                shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
+        else:
+            if keep is not None:
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir(parents=True)
+            failed = prepare(work, module, tests, verify)
+            if failed is not None:
+                return failed
         mutmut = [sys.executable, "-m", "mutmut"]
         t0 = time.monotonic()
-        proc = subprocess.Popen(["nice", "-n", "10", *mutmut, "run", "--max-children", str(max_children)], cwd=work,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(["nice", "-n", "10", *mutmut, "run", "--max-children", str(max_children), *names],
+                                cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
         try:
             log, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:  # keep what was tested: mutmut records each mutant as it finishes
@@ -175,12 +207,7 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
             log, _ = proc.communicate()
             log += f"\nstopped after {timeout_s} s (--timeout); untested mutants are listed under 'other'"
         seconds = time.monotonic() - t0
-        res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, capture_output=True, text=True)
-        status: dict[str, str] = {}
-        for line in res.stdout.splitlines():
-            m = re.match(r"\s*(\S+):\s*(\w[\w ]*)$", line)
-            if m:
-                status[m.group(1)] = m.group(2).strip()
+        status = statuses(work)
         killed = sum(s in ("killed", "timeout") for s in status.values())
         survived = sorted(k for k, s in status.items() if s == "survived")
         other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
@@ -200,6 +227,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
     ap.add_argument("--timeout", type=int, default=3600,
                     help="seconds allowed per module's mutmut run (default 3600); what finished is still scored")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep each module's copy in build/mutation/<module> (for --rerun-survivors)")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="test only the survivors of a kept copy again, against the current tests")
     ap.add_argument("--no-verify", action="store_true",
                     help="skip the targeted tests' run on the transformed copy before mutating")
     args = ap.parse_args(argv)
@@ -210,7 +241,12 @@ def main(argv=None) -> int:
     out = []
     for module in args.modules or list(MODULES):
         print(f"mutating {module} ...", flush=True)
-        r = run_module(module, MODULES[module], args.max_children, args.timeout, verify=not args.no_verify)
+        keep = ROOT / "build" / "mutation" / module.replace("/", "_") if args.keep or args.rerun_survivors else None
+        if args.rerun_survivors and not (keep / "mutants").is_dir():
+            print(f"no kept copy of {module} in {keep}; run it with --keep first", file=sys.stderr)
+            return 2
+        r = run_module(module, MODULES[module], args.max_children, args.timeout, verify=not args.no_verify,
+                       keep=keep, rerun=args.rerun_survivors)
         out.append(r)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1))

@@ -129,3 +129,16 @@ def test_cleanup_of_a_node_without_a_parent_names_none_as_its_parent():
     node.parent = None
     cache._cleanup_stale_node(node, "r")
     assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=r parent_id=None child_key=3"]
+
+
+@pytest.mark.parametrize("preset_name", ["described_fix", "reviewed_fix"])
+def test_the_stale_guard_in_delete_tombstone_leaf_skips_the_stale_node_and_says_where(preset_name):
+    """Scenario C's stale parent reaches ``_delete_tombstone_leaf``: the guard (after the asserts in the described
+    fix, before them in the reviewed one) skips it, names the function, and the run ends clean."""
+    from simcache.simulate import simulate
+    run = simulate("scenario_c", preset_name)
+    assert run.outcome == "clean"
+    assert [(e.node, e.key, e.reason, e.removed) for e in run.trace.cleaned_up] == [
+        (8, "1,2", "stale node in _delete_tombstone_leaf", ())]
+    assert run.cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _delete_tombstone_leaf "
+                                  "parent_id=2 child_key=1"]
