@@ -142,3 +142,45 @@ def test_the_stale_guard_in_delete_tombstone_leaf_skips_the_stale_node_and_says_
         (8, "1,2", "stale node in _delete_tombstone_leaf", ())]
     assert run.cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _delete_tombstone_leaf "
                                   "parent_id=2 child_key=1"]
+
+
+def host_leaves(*requests):
+    cache, _ = settled(*requests)
+    cache.evict(32)
+    return cache
+
+
+@pytest.mark.parametrize("heap_fallback", [False, True])
+def test_evict_host_takes_the_least_recent_host_leaves_until_enough_tokens(heap_fallback):
+    """Three 2-token host leaves; 3 tokens asked: the two least recent go, the third stays. The same with the
+    heap SGLang uses (``heap = None``: the switch ``_match_post_processor`` flips when access times could tie)."""
+    cache = host_leaves([1, 2], [3, 4], [5, 6])
+    if heap_fallback:
+        cache.evictable_full_host_leaves.heap = None
+    assert snapshot(cache)["host_leaves"] == ["1,2", "3,4", "5,6"]
+    assert cache.evict_host(3) is None
+    assert snapshot(cache) == dict(
+        tree=["1 5,6 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[],
+        host_mamba_lru=["5,6"], device_leaves=[], host_leaves=["5,6"])
+    assert free_lists(cache)["host_kv"] == [6, 7, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("heap_fallback", [False, True])
+def test_evict_host_goes_on_to_a_parent_that_became_a_host_leaf(heap_fallback):
+    """[1,2] with child [3], then [4,5]: 3 tokens asked. The leaf [3] goes first (1 token); its parent [1,2] is
+    now a host leaf older than [4,5] and goes next (2 more): [4,5] stays."""
+    cache = host_leaves([1, 2], [1, 2, 3], [4, 5])
+    if heap_fallback:
+        cache.evictable_full_host_leaves.heap = None
+    assert snapshot(cache)["host_leaves"] == ["1,2/3", "4,5"]
+    cache.evict_host(3)
+    assert snapshot(cache) == dict(
+        tree=["1 4,5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[],
+        host_mamba_lru=["4,5"], device_leaves=[], host_leaves=["4,5"])
+
+
+def test_evict_host_of_nothing_changes_nothing():
+    cache = host_leaves([1, 2], [3, 4])
+    before = (snapshot(cache), free_lists(cache))
+    cache.evict_host(0)
+    assert (snapshot(cache), free_lists(cache)) == before
