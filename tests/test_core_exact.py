@@ -131,16 +131,25 @@ def test_cleanup_of_a_node_without_a_parent_names_none_as_its_parent():
     assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=r parent_id=None child_key=3"]
 
 
+STALE_SKIPS = {  # scenario -> (outcome, node id, key, where the guard skipped it, lists it was removed from)
+    "scenario_a": ("clean", 7, "1,2", "_evict_host_leaf", ("evictable_full_host_leaves",)),
+    "scenario_b": ("assertion", 8, "1,2", "_evict_host_leaf", ("evictable_full_host_leaves",)),
+    "scenario_c": ("clean", 8, "1,2", "_delete_tombstone_leaf", ()),
+}
+
+
 @pytest.mark.parametrize("preset_name", ["described_fix", "reviewed_fix"])
-def test_the_stale_guard_in_delete_tombstone_leaf_skips_the_stale_node_and_says_where(preset_name):
-    """Scenario C's stale parent reaches ``_delete_tombstone_leaf``: the guard (after the asserts in the described
-    fix, before them in the reviewed one) skips it, names the function, and the run ends clean."""
+@pytest.mark.parametrize("scenario", list(STALE_SKIPS))
+def test_the_stale_guards_skip_the_stale_node_and_say_where(scenario, preset_name):
+    """The gallery's stale nodes reach ``_evict_host_leaf`` or ``_delete_tombstone_leaf``: the guard (after the
+    asserts in the described fix, before them in the reviewed one) skips each, names the function, and says so."""
     from simcache.simulate import simulate
-    run = simulate("scenario_c", preset_name)
-    assert run.outcome == "clean"
+    outcome, node, key, where, removed = STALE_SKIPS[scenario]
+    run = simulate(scenario, preset_name)
+    assert run.outcome == outcome
     assert [(e.node, e.key, e.reason, e.removed) for e in run.trace.cleaned_up] == [
-        (8, "1,2", "stale node in _delete_tombstone_leaf", ())]
-    assert run.cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _delete_tombstone_leaf "
+        (node, key, f"stale node in {where}", removed)]
+    assert run.cache.warnings == [f"Skip stale HiMamba eviction node_id={node} reason=stale node in {where} "
                                   "parent_id=2 child_key=1"]
 
 
