@@ -193,3 +193,29 @@ def test_evict_host_of_nothing_changes_nothing():
     before = (snapshot(cache), free_lists(cache))
     cache.evict_host(0)
     assert (snapshot(cache), free_lists(cache)) == before
+
+
+def test_evict_host_leaf_returns_its_tokens_and_the_cascades_and_leaves_the_node_without_host_kv():
+    """[3] host-only under [1,2], which is on the device with no Mamba state on either tier: evicting [3] from the
+    host cascades into [1,2] and frees its 2 device slots, counted in the return (1 + 2)."""
+    cache, _ = settled([1, 2], [1, 2, 3])
+    assert (cache.evict_mamba(1), cache.evict(1), cache.evict_mamba_host(1)) == (1, (1, 1), 1)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0",
+                                       "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    leaf = node_at(cache, [1, 2], [3])
+    assert cache._evict_host_leaf(leaf) == 3
+    assert (leaf.host_value, leaf.mamba_host_value) == (None, None)
+    assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
+                                   device_leaves=[], host_leaves=[])
+
+
+@pytest.mark.parametrize("preset_name", ["described_fix", "reviewed_fix"])
+def test_evict_host_leaf_of_a_stale_node_evicts_nothing_and_says_so(preset_name):
+    cache, _ = settled([1, 2], [1, 2, 3], flags=preset(preset_name))
+    cache.evict(32)
+    leaf = node_at(cache, [1, 2], [3])
+    del leaf.parent.children[cache.ck(leaf.key)]
+    assert cache._evict_host_leaf(leaf) == 0
+    assert leaf.host_value == [2]
+    assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _evict_host_leaf "
+                              "parent_id=7 child_key=3"]
