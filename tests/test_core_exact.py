@@ -203,8 +203,11 @@ def test_evict_host_leaf_returns_its_tokens_and_the_cascades_and_leaves_the_node
     assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0",
                                        "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
     leaf = node_at(cache, [1, 2], [3])
+    parent = leaf.parent
     assert cache._evict_host_leaf(leaf) == 3
     assert (leaf.host_value, leaf.mamba_host_value) == (None, None)
+    assert (parent.host_value, parent.mamba_host_value) == (None, None)  # the cascade freed its host copy too
+    assert free_lists(cache)["host_kv"] == [3, 4, 5, 6, 7, 2, 0, 1]
     assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
                                    device_leaves=[], host_leaves=[])
 
