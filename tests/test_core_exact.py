@@ -222,3 +222,44 @@ def test_evict_host_leaf_of_a_stale_node_evicts_nothing_and_says_so(preset_name)
     assert leaf.host_value == [2]
     assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _evict_host_leaf "
                               "parent_id=7 child_key=3"]
+
+
+def chain(preset_name):
+    """[1,2] / [3] on the device with no Mamba state on either tier, [4] under them host-only."""
+    cache, _ = settled([1, 2], [1, 2, 3], [1, 2, 3, 4], flags=preset(preset_name))
+    assert (cache.evict_mamba(2), cache.evict(1), cache.evict_mamba_host(2)) == (2, (1, 1), 2)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0",
+                                       "2 3 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0",
+                                       "3 4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    return cache, node_at(cache, [1, 2], [3], [4])
+
+
+@pytest.mark.parametrize("preset_name", ["pre_fix", "followup_fix"])
+def test_the_cascade_deletes_every_tombstone_parent_and_counts_each_ones_device_tokens(preset_name):
+    cache, leaf = chain(preset_name)
+    assert cache._evict_host_leaf(leaf) == 4  # [4]'s host token, then [3]'s one and [1,2]'s two device tokens
+    assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
+                                   device_leaves=[], host_leaves=[])
+
+
+SHORT = dict(full_lock_ref="fl", mamba_lock_ref="ml", host_ref_counter="hr", host_mamba_ref_counter="hmr")
+
+
+@pytest.mark.parametrize("preset_name, field, stops", [
+    ("pre_fix", "full_lock_ref", True), ("pre_fix", "mamba_lock_ref", True),
+    ("pre_fix", "host_ref_counter", False), ("pre_fix", "host_mamba_ref_counter", False),
+    ("followup_fix", "host_ref_counter", True), ("followup_fix", "host_mamba_ref_counter", True),
+])
+def test_the_cascade_stops_at_a_locked_parent_and_under_the_followup_at_a_host_referenced_one(preset_name, field,
+                                                                                               stops):
+    """[3] holds one reference of ``field`` (as a running request or an in-flight transfer leaves it): a lock
+    always stops the cascade there; a host reference stops it only where ``cascade_respects_host_refs`` is set."""
+    cache, leaf = chain(preset_name)
+    setattr(leaf.parent, field, 1)
+    got = cache._evict_host_leaf(leaf)
+    if stops:
+        refs = " ".join(f"{k}={int(k == SHORT[field])}" for k in ("fl", "ml", "hr", "hmr"))
+        assert (got, snapshot(cache)["tree"]) == (1, ["1 1,2 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0",
+                                                      f"2 3 v=1 h=1 m=0 mh=0 {refs}"])
+    else:
+        assert (got, snapshot(cache)["tree"]) == (4, [])
