@@ -263,3 +263,58 @@ def test_the_cascade_stops_at_a_locked_parent_and_under_the_followup_at_a_host_r
                                                       f"2 3 v=1 h=1 m=0 mh=0 {refs}"])
     else:
         assert (got, snapshot(cache)["tree"]) == (4, [])
+
+
+def device_settled(*requests, **config):
+    cache = make_cache("write_through", **config)
+    drv = Driver(cache)
+    for tokens in requests:
+        drv.finish(drv.start(list(tokens)))
+    cache.controller.complete_writes(64)
+    cache.check_hicache_events()
+    return cache
+
+
+@pytest.mark.parametrize("heap_fallback", [False, True])
+def test_evict_moves_the_least_recent_backed_up_leaves_to_the_host_and_counts_kv_and_mamba(heap_fallback):
+    cache = device_settled([1, 2], [3, 4], [5, 6])
+    if heap_fallback:
+        cache.evictable_full_device_leaves.heap = None
+    assert cache.evict(3) == (4, 2)
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0", "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+              "1 5,6 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=dict(full_evictable=2, full_protected=0, mamba_evictable=1, mamba_protected=0), full_lru=["5,6"],
+        mamba_lru=["5,6"], host_mamba_lru=["5,6", "3,4", "1,2"], device_leaves=["5,6"], host_leaves=["1,2", "3,4"])
+    assert free_lists(cache)["device_kv"][-4:] == [0, 1, 2, 3] and free_lists(cache)["device_mamba"][-2:] == [0, 1]
+
+
+@pytest.mark.parametrize("heap_fallback", [False, True])
+def test_evict_goes_on_to_a_parent_that_became_a_device_leaf(heap_fallback):
+    cache = device_settled([1, 2], [1, 2, 3], [4, 5])
+    if heap_fallback:
+        cache.evictable_full_device_leaves.heap = None
+    assert cache.evict(3) == (3, 2)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 4,5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+def test_evict_of_leaves_never_backed_up_deletes_them():
+    cache = device_settled([1, 2], [3, 4], write_through_threshold=5)  # no write-through yet: no host copies
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=0 m=1 mh=0 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=1 h=0 m=1 mh=0 fl=0 ml=0 hr=0 hmr=0"]
+    assert cache.evict(3) == (4, 2)
+    assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
+                                   device_leaves=[], host_leaves=[])
+    assert free_lists(cache)["device_kv"][-4:] == [0, 1, 2, 3] and sorted(free_lists(cache)["device_mamba"]) == \
+        list(range(8))
+
+
+def test_evict_with_mamba_num_only_evicts_mamba_states():
+    cache = device_settled([1, 2], [3, 4])
+    assert cache.evict(0, mamba_num=1) == (0, 1)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    before = (snapshot(cache), free_lists(cache))
+    assert cache.evict(0, mamba_num=0) == (0, 0) and (snapshot(cache), free_lists(cache)) == before
