@@ -318,3 +318,28 @@ def test_evict_with_mamba_num_only_evicts_mamba_states():
                                        "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
     before = (snapshot(cache), free_lists(cache))
     assert cache.evict(0, mamba_num=0) == (0, 0) and (snapshot(cache), free_lists(cache)) == before
+
+
+def test_evict_mamba_of_leaves_evicts_each_leaf_whole_until_enough():
+    cache = device_settled([1, 2], [3, 4], [5, 6])
+    assert cache.evict_mamba(2) == 2
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 5,6 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert snapshot(cache)["mamba_lru"] == ["5,6"]
+    before = (snapshot(cache), free_lists(cache))
+    assert cache.evict_mamba(0) == 0 and (snapshot(cache), free_lists(cache)) == before
+
+
+@pytest.mark.parametrize("preset_name", ["described_fix", "reviewed_fix"])
+def test_evict_regular_of_a_stale_node_evicts_nothing_and_says_so(preset_name):
+    cache = make_cache("write_through", flags=preset(preset_name), write_through_threshold=5)
+    drv = Driver(cache)
+    for tokens in ([1, 2], [1, 2, 3]):
+        drv.finish(drv.start(tokens))
+    leaf = node_at(cache, [1, 2], [3])
+    del leaf.parent.children[cache.ck(leaf.key)]
+    assert cache._evict_regular(leaf) == (0, 0)
+    assert leaf.value == [2]
+    assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _evict_regular "
+                              "parent_id=7 child_key=3"]
