@@ -304,7 +304,9 @@ def test_evict_of_leaves_never_backed_up_deletes_them():
     cache = device_settled([1, 2], [3, 4], write_through_threshold=5)  # no write-through yet: no host copies
     assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=0 m=1 mh=0 fl=0 ml=0 hr=0 hmr=0",
                                        "1 3,4 v=1 h=0 m=1 mh=0 fl=0 ml=0 hr=0 hmr=0"]
+    gone = node_at(cache, [1, 2])
     assert cache.evict(3) == (4, 2)
+    assert (gone.value, gone.mamba_value) == (None, None)
     assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
                                    device_leaves=[], host_leaves=[])
     assert free_lists(cache)["device_kv"][-4:] == [0, 1, 2, 3] and sorted(free_lists(cache)["device_mamba"]) == \
@@ -343,3 +345,27 @@ def test_evict_regular_of_a_stale_node_evicts_nothing_and_says_so(preset_name):
     assert leaf.value == [2]
     assert cache.warnings == ["Skip stale HiMamba eviction node_id=8 reason=stale node in _evict_regular "
                               "parent_id=7 child_key=3"]
+
+
+@pytest.mark.parametrize("heap_fallback", [False, True])
+def test_evict_of_one_token_evicts_one_leaf_and_evict_of_none_evicts_nothing(heap_fallback):
+    cache = device_settled([1, 2], [3, 4])
+    if heap_fallback:
+        cache.evictable_full_device_leaves.heap = None
+    before = (snapshot(cache), free_lists(cache))
+    assert cache.evict() == (0, 0) and (snapshot(cache), free_lists(cache)) == before
+    assert cache.evict(1) == (2, 1)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+def test_evicting_a_node_whose_mamba_state_is_locked_moves_it_out_of_the_protected_size():
+    """SGLang's ``_free_device_mamba`` also handles a Mamba-locked node (no operation sequence evicts one: a lock
+    keeps a node out of the leaf sets): the protected size drops and the lock is reset."""
+    cache = device_settled([1, 2])
+    node = node_at(cache, [1, 2])
+    node.mamba_lock_ref = 1
+    cache.mamba_evictable_size_, cache.mamba_protected_size_ = 0, 1
+    assert cache._evict_to_host(node) == (2, 1)
+    assert (node.mamba_lock_ref, node.mamba_value) == (0, None)
+    assert cache.sizes() == EMPTY_SIZES
