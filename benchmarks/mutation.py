@@ -194,13 +194,13 @@ def survivor_diffs(work: Path, names: list[str]) -> dict[str, str]:
 
 def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True,
                keep: Path | None = None, rerun: bool = False) -> dict:
-    """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors again, against
-    the project's current tests (after new tests were written for them)."""
+    """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors (and the
+    mutants a timeout left unchecked) again, against the project's current tests."""
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
         if rerun:
-            names = sorted(k for k, v in statuses(work).items() if v == "survived")
+            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
         else:
