@@ -369,3 +369,11 @@ def test_evicting_a_node_whose_mamba_state_is_locked_moves_it_out_of_the_protect
     assert cache._evict_to_host(node) == (2, 1)
     assert (node.mamba_lock_ref, node.mamba_value) == (0, None)
     assert cache.sizes() == EMPTY_SIZES
+
+
+def test_evict_of_tokens_and_mamba_states_in_one_call_counts_both_evictions():
+    cache = device_settled([1, 2], [3, 4], [5, 6])
+    assert cache.evict(2, mamba_num=1) == (2, 2)  # [1,2] for the tokens, then [3,4] for the Mamba state
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 5,6 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
