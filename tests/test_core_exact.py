@@ -377,3 +377,17 @@ def test_evict_of_tokens_and_mamba_states_in_one_call_counts_both_evictions():
     assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "1 5,6 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+def test_lock_refs_lock_the_whole_path_and_return_the_size_that_changed_sides():
+    cache = device_settled([1, 2], [1, 2, 3])
+    leaf = node_at(cache, [1, 2], [3])
+    assert cache.inc_lock_ref(leaf) == -3  # [3] and [1,2] leave the evictable side
+    assert cache.inc_lock_ref(leaf) == 0  # already locked: nothing changes sides
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=2 ml=0 hr=0 hmr=0",
+                                       "2 3 v=1 h=1 m=1 mh=1 fl=2 ml=2 hr=0 hmr=0"]
+    assert cache.sizes() == dict(full_evictable=0, full_protected=3, mamba_evictable=1, mamba_protected=1)
+    assert cache.dec_lock_ref(leaf) == 0
+    assert cache.dec_lock_ref(leaf) == 3
+    assert cache.sizes() == dict(full_evictable=3, full_protected=0, mamba_evictable=2, mamba_protected=0)
+    assert snapshot(cache)["device_leaves"] == ["1,2/3"]
