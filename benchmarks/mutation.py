@@ -10,14 +10,28 @@ the score (killed / (killed + survived); timeouts count as killed, as mutmut doe
 names and diffs, to ``--out`` (JSON) and as a table on stdout. Survivors are either killed by a new test or
 listed in the README's benchmarks section with why they are equivalent.
 
+mutmut 3 never mutates a decorated function, and every SGLang-named cache method is decorated with ``@simulated``.
+So in the copy (never in the project) two things change, neither of which changes behaviour:
+- ``undecorate``: each ``@simulated`` line goes, and ``name = simulated(name)`` follows the function instead (the
+  same object ends up in the class: a decorator is that assignment), so mutmut sees a plain ``def``;
+- ``TRACE_HOOKS_SHIM``: mutmut runs a function's body in a renamed copy (``x<sep>Class<sep>name__mutmut_orig``, or
+  ``..._N`` for mutant N) behind a trampoline whose code object every mutated function shares, while the names in
+  ``raised_in`` and call stacks are found by code object. The shim registers the copies' code objects under the
+  SGLang name when ``register`` is handed a trampoline, and never the shared trampoline code, so the names stay right.
+Before mutmut runs, the targeted tests run once on the transformed copy (``verify``); a module whose tests do not
+pass there is reported, not mutated.
+
 Targets (issue 19): >= 90% killed in simcache/ core modules, >= 80% in render/ and export.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,55 +40,197 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # module -> the tests that exercise it (targeted, so one mutant's run takes seconds)
+CORE = ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_followup_unit.py", "tests/test_tree.py",
+        "tests/test_assertion_messages.py", "tests/test_mutant_kills.py", "tests/test_race_property.py",
+        "tests/test_core_exact.py"]
 MODULES = {
     "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
-    "simcache/evict_host.py": ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_followup_unit.py",
-                               "tests/test_race_property.py"],
-    "simcache/evict_device.py": ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_race_property.py"],
-    "simcache/cache.py": ["tests/test_flags.py", "tests/test_tree.py", "tests/test_eviction.py"],
-    "simcache/lru.py": ["tests/test_lru.py", "tests/test_eviction.py"],
+    "simcache/evict_host.py": CORE,
+    "simcache/evict_device.py": CORE,
+    "simcache/cache.py": CORE,
+    "simcache/tree.py": CORE,
+    "simcache/hicache.py": CORE,
+    "simcache/requests.py": CORE,
+    "simcache/lru.py": ["tests/test_lru.py", *CORE],
+    "simcache/controller.py": ["tests/test_pools.py", "tests/test_streams.py", *CORE],
+    "simcache/invariants.py": ["tests/test_invariants.py", *CORE],
+    "simcache/state.py": ["tests/test_invariants.py", "tests/test_static_views.py", *CORE],
+    "simcache/driver.py": ["tests/test_gallery.py", "tests/test_reference_scenarios.py", *CORE],
     "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py"],
-    "simcache/render/dot.py": ["tests/test_render.py"],
-    "simcache/export.py": ["tests/test_render.py", "tests/test_export_browser.py"],
+    "simcache/render/dot.py": ["tests/test_render.py", "tests/test_static_views.py", "tests/test_mutant_kills.py"],
+    "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_browser.py"],
 }
 COPY = ("simcache", "tests", "pyproject.toml", "README.md")
 
+# appended to the copy's simcache/trace_hooks.py: see the module docstring
+TRACE_HOOKS_SHIM = '''
 
-def run_module(module: str, tests: list[str], max_children: int, timeout_s: int) -> dict:
+class _MutmutCodes(dict):
+    """SIMULATED_CODE for a mutmut copy: a trampolined function's body runs in the copies in its mutants dict."""
+
+    def __init__(self, known):
+        super().__init__(known)
+        self.pending = []  # (mutants dict, SGLang name): the dict is filled once the module's classes exist
+        self.trampolines = set()  # mutmut's shared trampoline code: "registered" for `in`, never a name
+
+    def _resolve(self):
+        waiting = []
+        for mutants, name in self.pending:
+            if not mutants:
+                waiting.append((mutants, name))
+            for fn in mutants.values():
+                dict.__setitem__(self, fn.__code__, name)
+        self.pending = waiting
+
+    def get(self, code, default=None):
+        if self.pending:
+            self._resolve()
+        return dict.get(self, code, default)
+
+    def __contains__(self, code):
+        if self.pending:
+            self._resolve()
+        return dict.__contains__(self, code) or code in self.trampolines
+
+
+def _mutmut_mutants(fn):
+    """The mutants dict behind a mutmut trampoline, or None when ``fn`` is not one."""
+    if "mutmut" not in getattr(getattr(fn, "__code__", None), "co_filename", ""):
+        return None
+    for cell in fn.__closure__ or ():
+        for inner in getattr(cell.cell_contents, "__closure__", None) or ():
+            if isinstance(inner.cell_contents, dict):
+                return inner.cell_contents
+    return None
+
+
+SIMULATED_CODE = _MutmutCodes(SIMULATED_CODE)
+_register_plain = register
+
+
+def register(fn, name=None):
+    mutants = _mutmut_mutants(fn)
+    if mutants is None:
+        return _register_plain(fn, name)
+    SIMULATED_CODE.trampolines.add(fn.__code__)
+    SIMULATED_CODE.pending.append((mutants, name or fn.__name__))
+    return fn
+'''
+
+
+def undecorate(source: str) -> str:
+    """``@simulated`` on its own line above a def -> ``name = simulated(name)`` right after the def (same object)."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits = []  # (decorator line, last line of the def, indent, name)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            if isinstance(dec, ast.Name) and dec.id == "simulated":
+                if len(node.decorator_list) != 1 or lines[dec.lineno - 1].strip() != "@simulated":
+                    raise ValueError(f"line {dec.lineno}: only a lone '@simulated' line can be rewritten")
+                indent = lines[dec.lineno - 1][:len(lines[dec.lineno - 1]) - len(lines[dec.lineno - 1].lstrip())]
+                edits.append((dec.lineno, node.end_lineno, indent, node.name))
+    for dec_line, end_line, indent, name in sorted(edits, reverse=True):
+        lines.insert(end_line, f"{indent}{name} = simulated({name})\n")
+        del lines[dec_line - 1]
+    return "".join(lines)
+
+
+def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | None:
+    """The transformed copy in ``work``, with mutmut's section; a dict saying why not when the tests fail there."""
+    for name in COPY:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    target = work / module
+    target.write_text(undecorate(target.read_text()))
+    with open(work / "simcache" / "trace_hooks.py", "a") as f:
+        f.write(TRACE_HOOKS_SHIM)
+    if verify:
+        check = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p",
+                                "no:cacheprovider", *tests], cwd=work, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(work)})
+        if check.returncode != 0:
+            return dict(module=module, tests=tests, error="the targeted tests fail on the transformed copy",
+                        log_tail=check.stdout[-1500:])
+    with open(work / "pyproject.toml", "a") as f:  # mutmut's own section, for this module only
+        f.write("\n[tool.mutmut]\n"
+                'source_paths = ["simcache"]\n'
+                f"only_mutate = [{json.dumps(module)}]\n"
+                f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
+                'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
+                'also_copy = ["tests"]\n')
+    return None
+
+
+def statuses(work: Path) -> dict[str, str]:
+    res = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
+                         capture_output=True, text=True)
+    out: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        m = re.match(r"\s*(\S+):\s*(\w[\w ]*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+DIFFS = ("import json, sys; from mutmut.__main__ import find_mutant, get_diff_for_mutant; "
+         "print(json.dumps({n: get_diff_for_mutant(n, path=find_mutant(n).path) for n in json.load(sys.stdin)}))")
+
+
+def survivor_diffs(work: Path, names: list[str]) -> dict[str, str]:
+    """Each survivor's diff, in one process (``mutmut show`` per mutant loads everything again: ~10 s each)."""
+    if not names:
+        return {}
+    done = subprocess.run([sys.executable, "-c", DIFFS], cwd=work, input=json.dumps(names), capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        return {n: f"(no diff: {done.stderr.strip().splitlines()[-1:]})" for n in names}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True,
+               keep: Path | None = None, rerun: bool = False) -> dict:
+    """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors (and the
+    mutants a timeout left unchecked) again, against the project's current tests."""
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
-        work = Path(tmp)
-        for name in COPY:
-            src = ROOT / name
-            (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-        with open(work / "pyproject.toml", "a") as f:  # mutmut's own section, for this module only
-            f.write("\n[tool.mutmut]\n"
-                    'source_paths = ["simcache"]\n'
-                    f"only_mutate = [{json.dumps(module)}]\n"
-                    f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
-                    'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
-                    'also_copy = ["tests"]\n')
+        work = keep or Path(tmp)
+        names: list[str] = []
+        if rerun:
+            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked"))
+            for dest in (work / "tests", work / "mutants" / "tests"):
+                shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
+        else:
+            if keep is not None:
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir(parents=True)
+            failed = prepare(work, module, tests, verify)
+            if failed is not None:
+                return failed
         mutmut = [sys.executable, "-m", "mutmut"]
         t0 = time.monotonic()
-        done = subprocess.run(["nice", "-n", "10", *mutmut, "run", "--max-children", str(max_children)], cwd=work,
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.Popen(["nice", "-n", "10", *mutmut, "run", "--max-children", str(max_children), *names],
+                                cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # keep what was tested: mutmut records each mutant as it finishes
+            os.killpg(proc.pid, signal.SIGTERM)
+            log, _ = proc.communicate()
+            log += f"\nstopped after {timeout_s} s (--timeout); untested mutants are listed under 'other'"
         seconds = time.monotonic() - t0
-        res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, capture_output=True, text=True)
-        status: dict[str, str] = {}
-        for line in res.stdout.splitlines():
-            m = re.match(r"\s*(\S+):\s*(\w[\w ]*)$", line)
-            if m:
-                status[m.group(1)] = m.group(2).strip()
+        status = statuses(work)
         killed = sum(s in ("killed", "timeout") for s in status.values())
         survived = sorted(k for k, s in status.items() if s == "survived")
         other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
-        diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, capture_output=True, text=True).stdout
-                 for k in survived}  # what each survivor changed, for deciding: new test, or equivalent
+        diffs = survivor_diffs(work, survived)  # what each survivor changed, for deciding: new test, or equivalent
         return dict(module=module, tests=tests, mutants=len(status), killed=killed, survived=len(survived),
                     score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, diffs=diffs,
                     other=other,
-                    seconds=round(seconds, 1), returncode=done.returncode, log_tail=done.stdout[-600:])
+                    seconds=round(seconds, 1), returncode=proc.returncode, log_tail=log[-600:])
 
 
 def main(argv=None) -> int:
@@ -83,7 +239,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "build" / "mutation.json"),
                     help="where to write the scores and survivors (JSON)")
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
-    ap.add_argument("--timeout", type=int, default=3600, help="seconds allowed per module (default 3600)")
+    ap.add_argument("--timeout", type=int, default=3600,
+                    help="seconds allowed per module's mutmut run (default 3600); what finished is still scored")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep each module's copy in build/mutation/<module> (for --rerun-survivors)")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="test only the survivors of a kept copy again, against the current tests")
+    ap.add_argument("--no-verify", action="store_true",
+                    help="skip the targeted tests' run on the transformed copy before mutating")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -92,12 +255,20 @@ def main(argv=None) -> int:
     out = []
     for module in args.modules or list(MODULES):
         print(f"mutating {module} ...", flush=True)
-        r = run_module(module, MODULES[module], args.max_children, args.timeout)
+        keep = ROOT / "build" / "mutation" / module.replace("/", "_") if args.keep or args.rerun_survivors else None
+        if args.rerun_survivors and not (keep / "mutants").is_dir():
+            print(f"no kept copy of {module} in {keep}; run it with --keep first", file=sys.stderr)
+            return 2
+        r = run_module(module, MODULES[module], args.max_children, args.timeout, verify=not args.no_verify,
+                       keep=keep, rerun=args.rerun_survivors)
         out.append(r)
-        print(f"  {r['killed']}/{r['killed'] + r['survived']} killed ({r['score']:.0%}), {r['mutants']} mutants, "
-              f"{r['seconds']} s; survivors: {', '.join(r['survivors']) or 'none'}", flush=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1))
+        if "error" in r:
+            print(f"  not mutated: {r['error']}\n{r['log_tail']}", flush=True)
+            continue
+        print(f"  {r['killed']}/{r['killed'] + r['survived']} killed ({r['score']:.0%}), {r['mutants']} mutants, "
+              f"{r['seconds']} s; survivors: {', '.join(r['survivors']) or 'none'}", flush=True)
     return 0
 
 

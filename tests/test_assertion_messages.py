@@ -123,14 +123,38 @@ def _twice(f):
     return lambda cache, node: (f(cache, node), f(cache, node))
 
 
+def _started(*tokens, page_size=1, device_mamba=8, **fields):
+    """A cache with one started request per token list; ``fields`` set on the first request (a broken caller)."""
+    cache = make_cache(page_size=page_size, device_mamba=device_mamba)
+    drv = Driver(cache)
+    reqs = [drv.live[drv.start(list(t))] for t in tokens]
+    for k, v in fields.items():
+        setattr(reqs[0], k, v)
+    return cache, reqs[0]
+
+
+def _root_in_mamba_lru():
+    cache = make_cache()
+    root = cache.root_node
+    root.mamba_value, root.mamba_lock_ref = [0], 0  # the root as an unlocked Mamba holder: never in SGLang
+    cache.mamba_lru_list.insert_mru(root)
+    return (lambda: cache.evict_mamba(1)), "evict_mamba"
+
+
+def _write_back_unacknowledged():
+    cache, _ = cache_with([1, 2], policy="write_back")
+    node = node_at(cache, [1, 2])
+    cache.ongoing_write_through[node.id] = node  # in flight with no acknowledgement queued
+    return (lambda: cache.writing_check(write_back=True)), "writing_check"
+
+
 UNREACHED = {
-    "root node is not evictable, x.id=": "the root is never put in the Mamba LRU list",
-    "node is in use, x.id=": "get_lru_no_lock skips Mamba-locked nodes before evict_mamba checks the lock",
-    "'' (empty message) in write_backup / writing_check / cache_unfinished_req": "needs a controller that "
-    "returns an empty host allocation or a ring of in-flight writes; not built yet",
-    "It is required cache_len=, page_aligned_len != len(kv_indices), Can not alloc mamba cache, "
-    "req.cache_protected_len=, new_prefix_len=": "cache_finished_req / cache_unfinished_req with a broken "
-    "request (page size and pool exhaustion states); not built yet",
+    "node is in use, x.id=": "get_lru_no_lock and get_prev_no_lock skip Mamba-locked nodes, so evict_mamba never "
+    "sees one; a built state cannot make it either without changing the list's own lock test",
+    "new_prefix_len=": "insert's prefix length never exceeds what match_prefix finds right after it on one "
+    "thread (an evicted node on the path is un-evicted by the insert itself)",
+    "'' (empty message) in cache_unfinished_req": "the node insert gave the forked Mamba state is the node "
+    "match_prefix ends at, whenever the state was not already there",
 }
 
 TABLE = [
@@ -231,6 +255,26 @@ TABLE = [
     ("double free? mamba_index is None", "_free_mamba_cache",
      state_row(lambda: (lambda c, d: ((lambda: c._free_mamba_cache(_freed_request(c, d), keep_track=False)),
                                       "_free_mamba_cache"))(*cache_with([1, 2])))),
+    ("root node is not evictable, x.id=2", "evict_mamba", state_row(_root_in_mamba_lru)),
+    ("", "writing_check", state_row(_write_back_unacknowledged)),
+    ("", "write_backup",
+     built("write_backup", lambda c, n: c.write_backup(n), prepare=_sets(value=[]))),  # an empty host allocation
+    # a request as the scheduler hands it to cache_(un)finished_req: page size 2 with a tracking length that is
+    # not page-aligned; pool exhaustion; a protected length beyond what the tree holds
+    ("It is required cache_len=3, page_aligned_len=2", "cache_finished_req",
+     state_row(lambda: (lambda c, r: ((lambda: c.cache_finished_req(r)), "cache_finished_req"))(
+         *_started([1, 2, 3], page_size=2, mamba_last_track_seqlen=3)))),
+    ("page_aligned_len != len(kv_indices), page_aligned_len=2, len(kv_indices)=3, cache_len=3, self.page_size=2",
+     "cache_unfinished_req",
+     state_row(lambda: (lambda c, r: ((lambda: c.cache_unfinished_req(r)), "cache_unfinished_req"))(
+         *_started([1, 2, 3], page_size=2, mamba_last_track_seqlen=3)))),
+    ("Can not alloc mamba cache", "cache_unfinished_req",
+     state_row(lambda: (lambda c, r: ((lambda: c.cache_unfinished_req(r)), "cache_unfinished_req"))(
+         *_started([1, 2], [3, 4], device_mamba=2)))),
+    ("req.cache_protected_len=5, len(new_indices)=2, len(page_aligned_token_ids)=2, mamba_exist=False",
+     "cache_unfinished_req",
+     state_row(lambda: (lambda c, r: ((lambda: c.cache_unfinished_req(r)), "cache_unfinished_req"))(
+         *_started([1, 2], cache_protected_len=5)))),
     ("Getting prev of node node.id=7 not in lru list", "get_prev_no_lock",
      built("get_prev_no_lock", lambda c, n: c.full_lru_list.get_prev_no_lock(n),
            prepare=lambda c, n: c.full_lru_list.remove_node(n))),
