@@ -24,7 +24,9 @@ import json
 from html import escape
 from pathlib import Path
 
+from .codepane import code_frames
 from .errors import ConfigError
+from .render.codepane import CODE_CSS, codepane_html
 from .render.dot import legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments
@@ -67,7 +69,8 @@ def is_long(trace) -> bool:
     return len(trace.steps) > DOT_LIMIT
 
 
-def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None) -> list[dict]:
+def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None,
+                which: int = 0) -> list[dict]:
     marks = moments(run.trace)
     out = []
     for lo in range(0, len(steps), BATCH):
@@ -76,11 +79,14 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
         if prefetch is not None:  # one replay per checkpoint stretch, not one per frame
             prefetch(chunk)
         fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
+        code_frames(run.trace, chunk)  # one replay per checkpoint stretch for the code pane too
         pictures = [f.dot for f in fs] if dot_only else render_many([f.dot for f in fs])
         for f, pic in zip(fs, pictures, strict=True):
             out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=drawings.add(pic), focus=f.focus,
                             panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
                             stack=html.add(f.stack), expl=html.add(f.explanation),
+                            code=html.add(codepane_html(run, f.step, f"sc-t{which}",
+                                                        run.preset if which else "")),
                             x=step_x(run.trace, f.step, TIMELINE_WIDTH),
                             marks=[k for k in MOMENT_KINDS if f.step in marks[k]]))
         if bar is not None:
@@ -114,7 +120,7 @@ def page_data(run, compare=None, progress: bool | None = None) -> dict:
         divergence = None
         if compare is not None:
             runs.append(dict(preset=compare.preset, outcome=compare.outcome,
-                             frames=_run_frames(compare, other, drawings, html, dot_only, bar)))
+                             frames=_run_frames(compare, other, drawings, html, dot_only, bar, which=1)))
             divergence = first_divergence(run.trace, compare.trace)
             for r in runs:  # a position belongs to one operation, even where a run that stopped stays on its end
                 for f, k in zip(r["frames"], ops, strict=True):
@@ -161,7 +167,7 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
     runs = [run] + ([compare] if compare is not None else [])
     lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
     cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
-                   f'<div class="tree sc-tree"></div><div class="timeline">{lane}</div></section>'
+                   f'<div class="tree sc-tree sc-t{i}"></div><div class="timeline">{lane}</div></section>'
                    for i, (r, lane) in enumerate(zip(runs, lanes, strict=True)))
     buttons = "".join(f'<button id="btn-{k}" title="{t}">{label}</button>' for k, label, t in (
         ("first", "|&#9664; first", "Home"), ("prev-op", "&#9664;&#9664; op", "Up"), ("prev", "&#9664; step", "Left"),
@@ -169,7 +175,7 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
     jumps = "".join(f'<button class="jump" data-kind="{k}" id="jump-{k}">{k.replace("-", " ")} &#8631;</button>'
                     for k in MOMENT_KINDS)
     div = '<button id="btn-divergence">first divergence</button>' if data["divergence"] is not None else ""
-    css = PANEL_CSS + FOCUS_CSS + (_ASSETS / "export.css").read_text()
+    css = PANEL_CSS + FOCUS_CSS + CODE_CSS + (_ASSETS / "export.css").read_text()
     script = (_ASSETS / "export.js").read_text()
     if data["dot"]:  # the Graphviz WebAssembly build, once, in the same script element
         script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
@@ -179,7 +185,8 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
             f'<p id="divergence" class="sc-bad"></p><div id="layout" class="layout-{len(data["runs"])}">'
             f'<div id="cols" class="cols-{len(data["runs"])}">{cols}</div>'
-            f'<div id="side"><details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
+            f'<div id="side"><div id="code"></div>'
+            f'<details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
             f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
             f'<div id="panels"></div></div></div>'
             f'{block}<script>{script}</script>'

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import base64
 from html import escape
+from itertools import count
 
 from .errors import ConfigError
+from .render.codepane import CODE_CSS, codepane_html
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, Frame, focus_svg, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments, next_moment
@@ -32,7 +34,8 @@ from .render.timeline import timeline_svg
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
 FRAME_KEEP = 512  # frames a long run's player keeps
-PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + ".sc-tree svg{max-width:100%;max-height:500px;height:auto}"
+_TOKENS = count()  # pairs each side's code pane with its own tree (render/codepane.py)
+PAGE_CSS = ("<style>" + PANEL_CSS + FOCUS_CSS + CODE_CSS + ".sc-tree svg{max-width:100%;max-height:500px;height:auto}"
             ".sc-legend svg{max-height:none}.sc-tl svg{max-width:100%;height:auto}"
             ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
             "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
@@ -158,6 +161,11 @@ class PlayerModel:
                                                                  op_frames(t)[f.op_index] + 1)])
         return focus_svg(render_svg(f.dot), f.focus)
 
+    def code(self, which: int = 0, token: str = "sc-t0") -> str:
+        """The code pane at the cursor: the simulated frames, their source and the nodes their locals hold."""
+        return codepane_html(self.runs[which], self.step_of(which), token,
+                             self.runs[which].preset if len(self.runs) > 1 else "")
+
     def timeline(self, which: int = 0) -> str:
         run = self.runs[which]
         return timeline_svg(run.trace, self.step_of(which), title=f"{run.preset}: {run.outcome}")
@@ -199,6 +207,9 @@ class _Side:
 
     def __init__(self, W, label: str, stack_in_tabs: bool = False) -> None:
         self.caption, self.tree, self.timeline, self.stack = W.HTML(), W.HTML(), W.HTML(), W.HTML()
+        self.code = W.HTML()
+        self.token = f"sc-t{next(_TOKENS)}"
+        self.code_box = W.Box([self.code], layout=W.Layout(max_height="380px", overflow="auto"))
         self.explanation, self.panels, self.pools, self.invariants, self.legend = (W.HTML() for _ in range(5))
         box = W.Layout(max_height="270px" if stack_in_tabs else "330px", overflow="auto")
         # side by side, each column is narrow: the call stack becomes the first (default) tab to keep one screen
@@ -215,7 +226,8 @@ class _Side:
         run = model.runs[which]
         who = f'<span class="sc-run">{escape(self.label)}</span> ' if self.label else ""
         self.caption.value = f"{who}<b>{escape(f.caption)}</b>"
-        self.tree.value = f'<div class="sc-tree">{model.svg(which)}</div>'
+        self.tree.value = f'<div class="sc-tree {self.token}">{model.svg(which)}</div>'
+        self.code.value = model.code(which, self.token)
         self.timeline.value = f'<div class="sc-tl">{model.timeline(which)}</div>'
         self.stack.value = f.stack
         self.explanation.value = f.explanation
@@ -284,6 +296,7 @@ class Player:
         left = self.sides[0]
         # the names the tests and notebooks use
         self.caption, self.tree, self.timeline, self.stack = left.caption, left.tree, left.timeline, left.stack
+        self.code = left.code
         self.explanation, self.panels, self.invariants, self.legend = (left.explanation, left.panels,
                                                                        left.invariants, left.legend)
         right = self.sides[1] if compare is not None else _Side(W, "")
@@ -310,9 +323,9 @@ class Player:
                         self.buttons["divergence"], self.hide_host, self.hide_mamba], layout=wrap)
         if compare is None:
             body = W.HBox([W.VBox([left.caption, left.tree, left.timeline], layout=W.Layout(width="60%")),
-                           W.VBox([left.stack, left.tabs], layout=W.Layout(width="40%"))])
+                           W.VBox([left.stack, left.code_box, left.tabs], layout=W.Layout(width="40%"))])
         else:
-            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.tabs], layout=W.Layout(width="50%"))
+            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.code_box, s.tabs], layout=W.Layout(width="50%"))
                            for s in self.sides])
         self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.note, body])
         if compare is not None:

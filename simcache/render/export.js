@@ -78,6 +78,7 @@ function simcacheStart(D, viz) {
     var f = F0[cur];
     $("explanation").innerHTML = D.html[f.expl];
     $("stack").innerHTML = D.html[f.stack];
+    $("code").innerHTML = D.html[f.code];
     $("invariants").innerHTML = D.html[f.inv];
     $("panels").innerHTML = f.panels.map(function (k) { return D.html[k]; }).join("");
     slider.value = String(cur);
