@@ -3,7 +3,7 @@
 The table holds facts only (a file's base name and a line number per function and commit), never SGLang text; the
 code pane shows them as ``hi_mamba_radix_cache.py:603 @ 14e122cd``. Run it against a git mirror of SGLang:
 
-    python tools/sglang_lines.py /work/.mirror/ziruiliu+sglang_exp/repo
+    python tools/sglang_lines.py /work/.mirror/ziruiliu+sglang_exp/repo [OUT.json]
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def definitions(git_dir: str, commit: str, path: str) -> dict[str, int]:
     return out
 
 
-def main(git_dir: str) -> None:
+def main(git_dir: str, out: Path | None = None) -> None:
     import simcache.simulate  # noqa: F401 -- imports every module that marks a simulated function
 
     names = sorted(set(SIMULATED_CODE.values()))
@@ -50,7 +50,7 @@ def main(git_dir: str) -> None:
             hit = next(((Path(p).name, d[name]) for p, d in defs.items() if name in d), None)
             if hit is not None:
                 table.setdefault(name, {})[commit] = list(hit)
-    out = ROOT / "simcache" / "data" / "sglang_lines.json"
+    out = out or ROOT / "simcache" / "data" / "sglang_lines.json"
     rows = [f"{json.dumps(name)}: {json.dumps(table[name], sort_keys=True)}" for name in sorted(table)]
     out.write_text("{\n" + ",\n".join(rows) + "\n}\n")
     print(f"wrote {out}: {len(table)} of {len(names)} functions located; not in SGLang: "
@@ -58,4 +58,5 @@ def main(git_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/work/.mirror/ziruiliu+sglang_exp/repo")
+    main(sys.argv[1] if len(sys.argv) > 1 else "/work/.mirror/ziruiliu+sglang_exp/repo",
+         Path(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -1,0 +1,99 @@
+"""Guided tours (issue #17): played headlessly, every stop's correct answer is true of the run and every other
+choice is false; stops are found by what happens, not by step numbers; a bad tour file gets one sentence.
+
+Story: the crash tour stops at the first violation, the went-stale moment, the re-admission, the child attached
+under the detached #8, its return to a leaf set, the second detach and the assertion, in that order; scenario A's
+tour under followup_fix shows the cascade stopping. A learner answering wrong gets the right answer and the
+explanation; the frame before the stop is shown until they answer.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from simcache import simulate, tour
+from simcache.render.moments import moments
+from simcache.safe_yaml import load_yaml
+from simcache.tour import TourError, TourModel
+
+
+@pytest.mark.parametrize("name", sorted(tour.gallery()))
+def test_gallery_tour_played_headlessly_is_true_of_its_run(name):
+    model = TourModel(name)
+    t = model.run.trace
+    assert 6 <= len(model.tour.stops) <= 8
+    for i, stop in enumerate(model.tour.stops):
+        model.go(i)
+        assert not model.revealed and model.step == max(0, model.steps[i] - 1)  # the frame before the stop
+        right, text = model.answer(stop.answer)
+        assert right and text.startswith("Right.") and model.step == model.steps[i]
+        for j, c in enumerate(stop.choices):
+            assert tour.claim_holds(c.claim, model.run, model.steps[i]) == (j == stop.answer), (i, j)
+            if j != stop.answer:
+                model.go(i)
+                right, text = model.answer(j)
+                assert not right and stop.choices[stop.answer].text in text and stop.explain in text
+    assert model.steps == sorted(model.steps) and model.steps[-1] < len(t.steps)
+
+
+def test_crash_tour_stops_where_the_story_happens():
+    model = TourModel("crash_pr")
+    t, m = model.run.trace, moments(model.run.trace)
+    child = next(s.index for s in t.steps if s.kind == "attach" and s.detail.get("parent") == 8
+                 and s.index > m["went-stale"][0])  # 9,9 was attached under #8 before it went stale
+    second = [s.index for s in t.steps if s.kind == "detach" and s.node == 8][1]
+    assert model.steps == [m["violation"][0], m["went-stale"][0], m["readmitted"][0], child, m["readmitted"][2],
+                           second, m["assertion"][0]]
+
+
+def test_a_tour_that_claims_something_false_is_refused():
+    doc = load_yaml(tour.gallery()["crash_pr"].read_text(), "crash_pr.yaml")
+    bad = copy.deepcopy(doc)
+    bad["stops"][1]["choices"][0]["correct"], bad["stops"][1]["choices"][1]["correct"] = False, True
+    t = tour.from_doc(bad, "bad")
+    problems = tour.check(t, simulate("crash_pr", "pre_fix"))
+    assert len(problems) == 2 and problems[0].startswith("stop 2 (It goes stale), choice 1")
+    with pytest.raises(TourError, match="does not match the run: stop 2"):
+        tour.checked(t)
+    unreached = copy.deepcopy(doc)
+    unreached["stops"][0]["at"] = {"moment": "cleaned-up"}
+    with pytest.raises(TourError, match=r"^stop 1 \(The first broken invariant\) is at .* never reaches"):
+        tour.checked(tour.from_doc(unreached, "x"))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.pop("stops"), "tour is missing 'stops'"),
+    (lambda d: d.update(extra=1), "tour has unknown field 'extra'"),
+    (lambda d: d["stops"][0].update(at={"moment": "exploded"}), "stop 1.at.moment is 'exploded'; choose one of"),
+    (lambda d: d["stops"][0].update(at={"moment": "violation", "kind": "call"}), "needs exactly one of moment"),
+    (lambda d: d["stops"][0].update(at={"moment": "violation", "nth": 0}), "nth must be a whole number from 1"),
+    (lambda d: d["stops"][0]["choices"][0].update(correct=False), "must mark exactly one choice"),
+    (lambda d: d["stops"][0]["choices"][0].update(claim={"holds": "x"}), "choice 1.holds must be a mapping"),
+    (lambda d: d["stops"][0]["choices"][0].update(claim={"sings": {}}), "names unknown claim 'sings'"),
+    (lambda d: d["stops"][0]["choices"][0].update(claim={"violated": {"invariant": "nope"}}), "is 'nope'"),
+    (lambda d: d["stops"][0].update(ask=""), "stop 1.ask must be non-empty text"),
+    (lambda d: d["stops"][0].update(choices=[d["stops"][0]["choices"][0]]), "2 to 6 choices"),
+    (lambda d: d.update(preset="post_fix"), "preset is 'post_fix'; choose one of"),
+    (lambda d: d["stops"][0].update(ask="x" * 5000), "is 5,000 characters long"),
+])
+def test_bad_tour_gets_one_sentence(change, message):
+    doc = load_yaml(tour.gallery()["crash_pr"].read_text(), "crash_pr.yaml")
+    change(doc)
+    with pytest.raises(TourError) as e:
+        tour.from_doc(doc)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_tour_files(tmp_path):
+    (tmp_path / "t.yaml").write_text("title: [unclosed\n")
+    with pytest.raises(TourError, match="not valid YAML at line"):
+        tour.load(tmp_path / "t.yaml")
+    (tmp_path / "t.json").write_text('{"title": "a", "title": "b"}')
+    with pytest.raises(TourError, match="title"):
+        tour.load(tmp_path / "t.json")
+    with pytest.raises(TourError, match="no tour named 'nope' and no such file; gallery tours: crash_pr"):
+        tour.load("nope")
+    (tmp_path / "b.yaml").write_bytes(b"\xff\xfe")
+    with pytest.raises(TourError, match="give a UTF-8 text file"):
+        tour.load(tmp_path / "b.yaml")
