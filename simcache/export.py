@@ -103,10 +103,23 @@ def _bar(total: int, progress: bool | None):
                 leave=False)
 
 
-def page_data(run, compare=None, progress: bool | None = None) -> dict:
-    """Everything the page's script needs, as plain data (``svgs`` holds DOT text when ``dot`` is true)."""
+def _tour_stops(tour, run) -> tuple[list[dict], set[int]]:
+    """The tour's stops as page data (frame indices filled in later) and the micro-steps the page must hold."""
+    from .tour import checked
+
+    t, _, steps = checked(tour, run)
+    stops = [dict(step=step, title=s.title, ask=s.ask, choices=[c.text for c in s.choices], answer=s.answer,
+                  explain=s.explain) for s, step in zip(t.stops, steps, strict=True)]
+    return stops, {x for step in steps for x in (step, max(0, step - 1))}
+
+
+def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dict:
+    """Everything the page's script needs, as plain data (``svgs`` holds DOT text when ``dot`` is true); with
+    ``tour`` (a ``tour.Tour``, checked against ``run``), its stops, each naming the frame before it and its own."""
     drawings, html = _Store(), _Store()
     steps, other, ops = frame_steps(run.trace), [], None
+    stops, need = _tour_stops(tour, run) if tour is not None else ([], set())
+    steps = sorted(set(steps) | need)
     dot_only = is_long(run.trace) or (compare is not None and is_long(compare.trace))
     if compare is not None:  # lock-stepped to the end of the LONGER run, so both endings can be shown
         keep_a, keep_b = set(steps), set(frame_steps(compare.trace))
@@ -132,8 +145,11 @@ def page_data(run, compare=None, progress: bool | None = None) -> dict:
     if divergence is not None:
         k = min(divergence, len(run.trace.ops) - 1)
         div_text = f"First divergence: operation {divergence} ({op_text(run.trace, k)})"
+    at = {f["step"]: i for i, f in enumerate(runs[0]["frames"])}
+    for stop in stops:
+        stop["frame"], stop["before"] = at[stop["step"]], at[max(0, stop["step"] - 1)]
     return dict(svgs=drawings.items, html=html.items, runs=runs, divergence=divergence, divergence_text=div_text,
-                dot=dot_only)
+                dot=dot_only, tour=stops, tour_title=tour.title if tour is not None else None)
 
 
 def _header(run, compare) -> str:
@@ -160,9 +176,25 @@ def _data_block(data: dict) -> str:
     return f'<script type="application/json" id="simcache-data" data-encoding="gzip-base64">{packed}</script>'
 
 
-def render_page(run, compare=None, progress: bool | None = None) -> str:
-    """The HTML text of the page."""
-    data = page_data(run, compare, progress)
+def _tour_section(data: dict, tour) -> str:
+    if not data["tour"]:
+        return ""
+    intro = f"<p>{escape(tour.intro)}</p>" if tour.intro else ""
+    return (f'<section id="tour"><h2>Tour: {escape(data["tour_title"])}</h2>{intro}<div id="tour-q"></div>'
+            f'<div id="tour-choices"></div><div id="tour-feedback"></div>'
+            f'<button id="tour-prev">&#9664; previous stop</button><button id="tour-next">next stop &#9654;</button>'
+            f"</section>")
+
+
+def render_page(run, compare=None, progress: bool | None = None, tour=None) -> str:
+    """The HTML text of the page (with ``tour``, a tour section above the run: question, choices, feedback)."""
+    if tour is not None and compare is not None:
+        raise ConfigError("a tour steps through one run; export it without a second preset to compare")
+    if tour is not None and not hasattr(tour, "stops"):
+        from .tour import load
+
+        tour = load(tour)
+    data = page_data(run, compare, progress, tour)
     block = _data_block(data)
     runs = [run] + ([compare] if compare is not None else [])
     lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
@@ -183,7 +215,8 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
             f"</title><style>{css}</style></head><body>{_header(run, compare)}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
-            f'<p id="divergence" class="sc-bad"></p><div id="layout" class="layout-{len(data["runs"])}">'
+            f'<p id="divergence" class="sc-bad"></p>{_tour_section(data, tour)}'
+            f'<div id="layout" class="layout-{len(data["runs"])}">'
             f'<div id="cols" class="cols-{len(data["runs"])}">{cols}</div>'
             f'<div id="side"><div id="code"></div>'
             f'<details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
@@ -193,8 +226,9 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
             f"</body></html>")
 
 
-def export_html(run, path, compare=None, progress: bool | None = None) -> Path:
-    """Write the self-contained page for ``run`` (and ``compare`` beside it) to ``path``; returns the path."""
+def export_html(run, path, compare=None, progress: bool | None = None, tour=None) -> Path:
+    """Write the self-contained page for ``run`` (and ``compare`` beside it) to ``path``; returns the path.
+    ``tour``: a gallery tour name, a tour file or a ``tour.Tour`` to take on the page (predict, then reveal)."""
     if not run.trace.steps:
         raise ConfigError("this run has no micro-steps to export; give it at least one operation")
     if any(not r.trace.snapshots for r in (run, compare) if r is not None):
@@ -204,7 +238,7 @@ def export_html(run, path, compare=None, progress: bool | None = None) -> Path:
 
     try:
         check_file(path)  # before the (slow) rendering, so a bad path fails at once
-        text = render_page(run, compare, progress)
+        text = render_page(run, compare, progress, tour)
         return write_file(path, text)  # replaces only a regular file, atomically; streams to a device or a pipe
     except FileError as e:
         raise ConfigError(str(e)) from None
