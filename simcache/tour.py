@@ -310,7 +310,7 @@ def checked(tour: Tour | str | Path, run=None):
     run = simulate(tour.scenario, tour.preset) if run is None else run
     if (run.scenario.name, run.preset) != (tour.scenario, tour.preset):
         raise TourError(f"tour {tour.name} is for {tour.scenario} under {tour.preset}, not {run.scenario.name} "
-                        f"under {run.preset}; simulate('{tour.scenario}', '{tour.preset}') for it")
+                        f"under {run.preset}; take it on a run of {tour.scenario} under {tour.preset}")
     problems = check(tour, run)
     if problems:
         raise TourError(f"tour {tour.name} does not match the run: {problems[0]}")

@@ -9,6 +9,7 @@ explanation; the frame before the stop is shown until they answer.
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -97,3 +98,24 @@ def test_bad_tour_files(tmp_path):
     (tmp_path / "b.yaml").write_bytes(b"\xff\xfe")
     with pytest.raises(TourError, match="give a UTF-8 text file"):
         tour.load(tmp_path / "b.yaml")
+
+
+def test_cli_export_with_a_tour(capsys, tmp_path):
+    from simcache.cli import main
+
+    out = tmp_path / "t.html"
+    assert main(["export", "crash_pr", "--tour", "crash_pr", "-o", str(out)]) == 0  # the tour's preset: pre_fix
+    html = out.read_text()
+    assert '<section id="tour"><h2>Tour: The crash, predicted: how a deleted node lives on until the assertion' in html
+    data = json.loads(html.split('id="simcache-data">')[1].split("</script>")[0])
+    assert [s["step"] for s in data["tour"]] == TourModel("crash_pr").steps
+    assert all(data["runs"][0]["frames"][s["frame"]]["step"] == s["step"] for s in data["tour"])
+    assert data["runs"][0]["frames"][data["tour"][1]["before"]]["step"] == data["tour"][1]["step"] - 1
+    for argv, message in ((["scenario_a", "--tour", "crash_pr"], "tour crash_pr is for crash_pr under pre_fix, "
+                                                                  "not scenario_a under pre_fix"),
+                          (["crash_pr", "--tour", "nope"], "no tour named 'nope'"),
+                          (["crash_pr", "--tour", "crash_pr", "--compare", "pre_fix,merged_fix"], "without --compare")):
+        bad = tmp_path / "bad.html"
+        assert main(["export", *argv, "-o", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and not bad.exists()
