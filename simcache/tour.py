@@ -231,7 +231,9 @@ def _matches(step, at: dict, snap_of) -> bool:
         return False
     if "function" in at and step.detail.get("function") != at["function"]:
         return False
-    snap = snap_of(step.index)
+    if "node" not in at and "parent" not in at:
+        return True
+    snap = snap_of(step.index)  # only a key text needs the state (an id does not), and only for this kind
     if "node" in at and (step.node is None or step.node != _node_id(at["node"], snap)):
         return False
     return "parent" not in at or step.detail.get("parent") == _node_id(at["parent"], snap)

@@ -119,3 +119,29 @@ def test_cli_export_with_a_tour(capsys, tmp_path):
         assert main(["export", *argv, "-o", str(bad)]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1 and not bad.exists()
+
+
+def test_a_teachers_new_tour_with_calls_and_operation_ends():
+    """A tour written from scratch (as docs/tours.md shows): a stop at a call, one at an operation's end."""
+    doc = {"title": "Deletions", "scenario": "crash_pr", "preset": "pre_fix", "stops": [
+        {"at": {"kind": "call", "function": "_delete_tombstone_leaf"}, "ask": "Which node is about to be deleted?",
+         "choices": [{"text": "1,2", "claim": {"in_children": {"node": "1,2", "of": "#2", "is": True}},
+                      "correct": True},
+                     {"text": "5,6 is already gone", "claim": {"exists": {"node": "5,6", "is": False}}}],
+         "explain": "The cascade walks up from 9,9 to its parent."},
+        {"at": {"kind": "call", "function": "_delete_tombstone_leaf"}, "ask": "And the next deletion?",
+         "choices": [{"text": "#8 again", "claim": {"attached": {"node": "#8", "is": False}}, "correct": True},
+                     {"text": "#8 is attached", "claim": {"attached": {"node": "#8", "is": True}}}],
+         "explain": "It was detached at the first one."},
+        {"at": {"op_end": 4}, "ask": "Is 1,2 backed up?", "title": "After op 4",
+         "choices": [{"text": "no", "claim": {"violated": {"invariant": "backup_continuity"}}, "correct": True},
+                     {"text": "yes", "claim": {"violated": {"invariant": "backup_continuity", "is": False}}}],
+         "explain": "Backup continuity broke at op 2."}]}
+    t = tour.from_doc(doc, "deletions")
+    run = simulate("crash_pr", "pre_fix")
+    calls = [s.index for s in run.trace.steps if s.kind == "call" and s.detail["function"] == "_delete_tombstone_leaf"]
+    with pytest.raises(TourError, match=r"stop 3 \(After op 4\) is at step \d+, before stop 2"):
+        tour.stop_steps(t, run)
+    doc["stops"] = doc["stops"][:2]
+    t = tour.from_doc(doc, "deletions")
+    assert tour.stop_steps(t, run) == calls[:2] and tour.check(t, run) == []
