@@ -145,3 +145,21 @@ def test_a_teachers_new_tour_with_calls_and_operation_ends():
     doc["stops"] = doc["stops"][:2]
     t = tour.from_doc(doc, "deletions")
     assert tour.stop_steps(t, run) == calls[:2] and tour.check(t, run) == []
+
+
+def test_a_tours_text_is_text_on_the_page_and_in_the_widget(tmp_path):
+    from simcache.export import render_page
+    from simcache.tour_player import static_tour
+
+    doc = load_yaml(tour.gallery()["crash_pr"].read_text(), "crash_pr.yaml")
+    doc["title"], doc["intro"] = "<img src=x onerror=alert(1)>", "</script><script>alert(2)</script>"
+    doc["stops"][0]["ask"] = "</script><b>bold?</b>"
+    t = tour.from_doc(doc, "hostile")
+    run = simulate("crash_pr", "pre_fix")
+    html = render_page(run, tour=t)
+    head, rest = html.split('<script type="application/json" id="simcache-data">')
+    block, tail = rest.split("</script>", 1)  # the data block: JSON, where only "</" could end it early
+    assert "</" not in block and json.loads(block.replace("<\\/", "</"))["tour_title"] == doc["title"]
+    assert "<img src=x" not in head + tail and "&lt;img src=x onerror=alert(1)&gt;" in head
+    assert "<script>alert(2)" not in head + tail and "&lt;/script&gt;&lt;script&gt;alert(2)" in head
+    assert "&lt;/script&gt;&lt;b&gt;bold?&lt;/b&gt;" in static_tour(TourModel(t, run))
