@@ -246,9 +246,10 @@ class Player:
 
     Layout (about one screen): the controls (every button says what it does in words), the slider, the caption;
     then per run a column with the tree, its timeline, the call stack (always visible: the frames a reviewer
-    looks for) and tabs for the explanation, the holder ledger with the lists and sets, the pools, the
-    invariants and the legend. In compare mode the two runs' columns stand side by side, each labelled, and the
-    call stack is each column's first tab, shown by default.
+    looks for), the code pane (``render/codepane.py``: each frame's source, current line and node locals) and
+    tabs for the explanation, the holder ledger with the lists and sets, the pools, the invariants and the legend.
+    In compare mode the two runs' columns stand side by side, each labelled, and the call stack is each column's
+    first tab, shown by default.
     Displayed in a notebook, the player also leaves a static HTML snapshot (``static_html``) that shows where
     widgets cannot run (GitHub, nbviewer, ``nbconvert --to html``) and hides itself where they can."""
 
