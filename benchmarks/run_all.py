@@ -25,7 +25,9 @@ def main() -> int:
             ("exploration", ["bench_explore.py"] + (["--quick"] if a.quick else [])),
             ("rendering", ["bench_render.py"]), ("gpu", ["bench_gpu.py"]),
             ("traces", ["bench_trace.py"] + (["--requests", "300", "--scale", "3", "--seeks", "40"] if a.quick
-                                             else []))]
+                                             else [])),
+            ("code pane", ["bench_codepane.py"] + (["--requests", "200", "--seeks", "30", "--repeat", "2"] if a.quick
+                                                   else []))]
     if a.soak:
         plan.append(("soak", ["soak.py"] + (["--ops", "100000"] if a.quick else [])))
     out = [f"# simcache benchmarks ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs)\n"]

@@ -165,6 +165,16 @@ def cmd_export(a) -> int:
 
     if a.compare is not None and a.preset:
         raise UsageError("give either --preset or --compare A,B, not both")
+    tour = None
+    if a.tour is not None:
+        if a.compare is not None:
+            raise UsageError("a tour steps through one run; give --tour without --compare")
+        from .tour import load as load_tour
+
+        try:
+            tour = load_tour(a.tour)
+        except SimcacheError as e:
+            raise UsageError(str(e)) from None
     schedule, flags = _schedule(a.schedule), _flags(a.flag)
     try:
         check_file(a.output)  # a bad -o fails before the work
@@ -179,8 +189,9 @@ def cmd_export(a) -> int:
         runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a)) for n in names]
         path = export_html(runs[0], a.output, compare=runs[1])
     else:
-        path = export_html(simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device,
-                                    **_trace_options(a)), a.output)
+        preset = _preset(a.preset) or (tour.preset if tour is not None else None)
+        path = export_html(simulate(a.scenario, preset, flags, schedule, device=a.device,
+                                    **_trace_options(a)), a.output, tour=tour)
     if str(path) != "-":  # with -o - the page itself went to stdout
         print(path)
     return 0
@@ -262,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output", default="run.html",
                    help="the page to write (default run.html); '-' writes it to stdout")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    e.add_argument("--tour", metavar="NAME|FILE",
+                   help="add a predict-then-reveal tour (a gallery tour like crash_pr, or a tour file: docs/tours.md); "
+                        "its preset is the default")
     _trace_arguments(e)
     e.set_defaults(fn=cmd_export)
     x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")

@@ -184,7 +184,7 @@ class Driver:
         its ``Crash`` in ``cache.crashed``. A user's mistake (``SimcacheError``) or a bug of simcache's observers
         (``InternalError``) is raised."""
         try:
-            self.RUN[op["op"]](self, op, index)
+            self.apply(op, index)  # through ``apply``, so a replay that wraps it sees the exception (codepane)
             return APPLIED
         except Skip as s:
             return s.code

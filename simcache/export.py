@@ -24,7 +24,9 @@ import json
 from html import escape
 from pathlib import Path
 
+from .codepane import code_frames
 from .errors import ConfigError
+from .render.codepane import CODE_CSS, codepane_html
 from .render.dot import legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments
@@ -67,7 +69,8 @@ def is_long(trace) -> bool:
     return len(trace.steps) > DOT_LIMIT
 
 
-def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None) -> list[dict]:
+def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None,
+                which: int = 0) -> list[dict]:
     marks = moments(run.trace)
     out = []
     for lo in range(0, len(steps), BATCH):
@@ -76,11 +79,14 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
         if prefetch is not None:  # one replay per checkpoint stretch, not one per frame
             prefetch(chunk)
         fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
+        code_frames(run.trace, chunk)  # one replay per checkpoint stretch for the code pane too
         pictures = [f.dot for f in fs] if dot_only else render_many([f.dot for f in fs])
         for f, pic in zip(fs, pictures, strict=True):
             out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=drawings.add(pic), focus=f.focus,
                             panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
                             stack=html.add(f.stack), expl=html.add(f.explanation),
+                            code=html.add(codepane_html(run, f.step, f"sc-t{which}",
+                                                        run.preset if which else "")),
                             x=step_x(run.trace, f.step, TIMELINE_WIDTH),
                             marks=[k for k in MOMENT_KINDS if f.step in marks[k]]))
         if bar is not None:
@@ -97,10 +103,23 @@ def _bar(total: int, progress: bool | None):
                 leave=False)
 
 
-def page_data(run, compare=None, progress: bool | None = None) -> dict:
-    """Everything the page's script needs, as plain data (``svgs`` holds DOT text when ``dot`` is true)."""
+def _tour_stops(tour, run) -> tuple[list[dict], set[int]]:
+    """The tour's stops as page data (frame indices filled in later) and the micro-steps the page must hold."""
+    from .tour import checked
+
+    t, _, steps = checked(tour, run)
+    stops = [dict(step=step, title=s.title, ask=s.ask, choices=[c.text for c in s.choices], answer=s.answer,
+                  explain=s.explain) for s, step in zip(t.stops, steps, strict=True)]
+    return stops, {x for step in steps for x in (step, max(0, step - 1))}
+
+
+def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dict:
+    """Everything the page's script needs, as plain data (``svgs`` holds DOT text when ``dot`` is true); with
+    ``tour`` (a ``tour.Tour``, checked against ``run``), its stops, each naming the frame before it and its own."""
     drawings, html = _Store(), _Store()
     steps, other, ops = frame_steps(run.trace), [], None
+    stops, need = _tour_stops(tour, run) if tour is not None else ([], set())
+    steps = sorted(set(steps) | need)
     dot_only = is_long(run.trace) or (compare is not None and is_long(compare.trace))
     if compare is not None:  # lock-stepped to the end of the LONGER run, so both endings can be shown
         keep_a, keep_b = set(steps), set(frame_steps(compare.trace))
@@ -114,7 +133,7 @@ def page_data(run, compare=None, progress: bool | None = None) -> dict:
         divergence = None
         if compare is not None:
             runs.append(dict(preset=compare.preset, outcome=compare.outcome,
-                             frames=_run_frames(compare, other, drawings, html, dot_only, bar)))
+                             frames=_run_frames(compare, other, drawings, html, dot_only, bar, which=1)))
             divergence = first_divergence(run.trace, compare.trace)
             for r in runs:  # a position belongs to one operation, even where a run that stopped stays on its end
                 for f, k in zip(r["frames"], ops, strict=True):
@@ -126,8 +145,11 @@ def page_data(run, compare=None, progress: bool | None = None) -> dict:
     if divergence is not None:
         k = min(divergence, len(run.trace.ops) - 1)
         div_text = f"First divergence: operation {divergence} ({op_text(run.trace, k)})"
+    at = {f["step"]: i for i, f in enumerate(runs[0]["frames"])}
+    for stop in stops:
+        stop["frame"], stop["before"] = at[stop["step"]], at[max(0, stop["step"] - 1)]
     return dict(svgs=drawings.items, html=html.items, runs=runs, divergence=divergence, divergence_text=div_text,
-                dot=dot_only)
+                dot=dot_only, tour=stops, tour_title=tour.title if tour is not None else None)
 
 
 def _header(run, compare) -> str:
@@ -153,14 +175,30 @@ def _data_block(data: dict) -> str:
     return f'<script type="application/json" id="simcache-data" data-encoding="gzip-base64">{packed}</script>'
 
 
-def render_page(run, compare=None, progress: bool | None = None) -> str:
-    """The HTML text of the page."""
-    data = page_data(run, compare, progress)
+def _tour_section(data: dict, tour) -> str:
+    if not data["tour"]:
+        return ""
+    intro = f"<p>{escape(tour.intro)}</p>" if tour.intro else ""
+    return (f'<section id="tour"><h2>Tour: {escape(data["tour_title"])}</h2>{intro}<div id="tour-q"></div>'
+            f'<div id="tour-choices"></div><div id="tour-feedback"></div>'
+            f'<button id="tour-prev">&#9664; previous stop</button><button id="tour-next">next stop &#9654;</button>'
+            f"</section>")
+
+
+def render_page(run, compare=None, progress: bool | None = None, tour=None) -> str:
+    """The HTML text of the page (with ``tour``, a tour section above the run: question, choices, feedback)."""
+    if tour is not None and compare is not None:
+        raise ConfigError("a tour steps through one run; export it without a second preset to compare")
+    if tour is not None and not hasattr(tour, "stops"):
+        from .tour import load
+
+        tour = load(tour)
+    data = page_data(run, compare, progress, tour)
     block = _data_block(data)
     runs = [run] + ([compare] if compare is not None else [])
     lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
     cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
-                   f'<div class="tree sc-tree"></div><div class="timeline">{lane}</div></section>'
+                   f'<div class="tree sc-tree sc-t{i}"></div><div class="timeline">{lane}</div></section>'
                    for i, (r, lane) in enumerate(zip(runs, lanes, strict=True)))
     buttons = "".join(f'<button id="btn-{k}" title="{t}">{label}</button>' for k, label, t in (
         ("first", "|&#9664; first", "Home"), ("prev-op", "&#9664;&#9664; op", "Up"), ("prev", "&#9664; step", "Left"),
@@ -168,7 +206,7 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
     jumps = "".join(f'<button class="jump" data-kind="{k}" id="jump-{k}">{k.replace("-", " ")} &#8631;</button>'
                     for k in MOMENT_KINDS)
     div = '<button id="btn-divergence">first divergence</button>' if data["divergence"] is not None else ""
-    css = PANEL_CSS + FOCUS_CSS + (_ASSETS / "export.css").read_text()
+    css = PANEL_CSS + FOCUS_CSS + CODE_CSS + (_ASSETS / "export.css").read_text()
     script = (_ASSETS / "export.js").read_text()
     if data["dot"]:  # the Graphviz WebAssembly build, once, in the same script element
         script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
@@ -176,17 +214,20 @@ def render_page(run, compare=None, progress: bool | None = None) -> str:
             f"</title><style>{css}</style></head><body>{_header(run, compare)}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
-            f'<p id="divergence" class="sc-bad"></p><div id="layout" class="layout-{len(data["runs"])}">'
+            f'<p id="divergence" class="sc-bad"></p>{_tour_section(data, tour)}'
+            f'<div id="layout" class="layout-{len(data["runs"])}">'
             f'<div id="cols" class="cols-{len(data["runs"])}">{cols}</div>'
-            f'<div id="side"><details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
+            f'<div id="side"><div id="code"></div>'
+            f'<details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
             f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
             f'<div id="panels"></div></div></div>'
             f'{block}<script>{script}</script>'
             f"</body></html>")
 
 
-def export_html(run, path, compare=None, progress: bool | None = None) -> Path:
-    """Write the self-contained page for ``run`` (and ``compare`` beside it) to ``path``; returns the path."""
+def export_html(run, path, compare=None, progress: bool | None = None, tour=None) -> Path:
+    """Write the self-contained page for ``run`` (and ``compare`` beside it) to ``path``; returns the path.
+    ``tour``: a gallery tour name, a tour file or a ``tour.Tour`` to take on the page (predict, then reveal)."""
     if not run.trace.steps:
         raise ConfigError("this run has no micro-steps to export; give it at least one operation")
     if any(not r.trace.snapshots for r in (run, compare) if r is not None):
@@ -196,7 +237,7 @@ def export_html(run, path, compare=None, progress: bool | None = None) -> Path:
 
     try:
         check_file(path)  # before the (slow) rendering, so a bad path fails at once
-        text = render_page(run, compare, progress)
+        text = render_page(run, compare, progress, tour)
         return write_file(path, text)  # replaces only a regular file, atomically; streams to a device or a pipe
     except FileError as e:
         raise ConfigError(str(e)) from None

@@ -21,8 +21,10 @@ cached as they are seen.
 from __future__ import annotations
 
 from html import escape
+from itertools import count
 
 from .errors import ConfigError
+from .render.codepane import CODE_CSS, codepane_html
 from .render.display import page_css, svg_img
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import Frame, focus_svg, frame, op_frames, op_text
@@ -31,7 +33,8 @@ from .render.timeline import timeline_svg
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
 FRAME_KEEP = 512  # frames a long run's player keeps
-PAGE_CSS = page_css(".sc-tree svg{max-height:500px}.sc-legend svg{max-height:none}"
+_TOKENS = count()  # pairs each side's code pane with its own tree (render/codepane.py)
+PAGE_CSS = page_css(CODE_CSS + ".sc-tree svg{max-height:500px}.sc-legend svg{max-height:none}"
                     ".sc-tl svg{max-width:100%;height:auto}"
                     ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
                     "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
@@ -157,6 +160,11 @@ class PlayerModel:
                                                                  op_frames(t)[f.op_index] + 1)])
         return focus_svg(render_svg(f.dot), f.focus)
 
+    def code(self, which: int = 0, token: str = "sc-t0") -> str:
+        """The code pane at the cursor: the simulated frames, their source and the nodes their locals hold."""
+        return codepane_html(self.runs[which], self.step_of(which), token,
+                             self.runs[which].preset if len(self.runs) > 1 else "")
+
     def timeline(self, which: int = 0) -> str:
         run = self.runs[which]
         return timeline_svg(run.trace, self.step_of(which), title=f"{run.preset}: {run.outcome}")
@@ -198,6 +206,9 @@ class _Side:
 
     def __init__(self, W, label: str, stack_in_tabs: bool = False) -> None:
         self.caption, self.tree, self.timeline, self.stack = W.HTML(), W.HTML(), W.HTML(), W.HTML()
+        self.code = W.HTML()
+        self.token = f"sc-t{next(_TOKENS)}"
+        self.code_box = W.Box([self.code], layout=W.Layout(max_height="380px", overflow="auto"))
         self.explanation, self.panels, self.pools, self.invariants, self.legend = (W.HTML() for _ in range(5))
         box = W.Layout(max_height="270px" if stack_in_tabs else "330px", overflow="auto")
         # side by side, each column is narrow: the call stack becomes the first (default) tab to keep one screen
@@ -214,7 +225,8 @@ class _Side:
         run = model.runs[which]
         who = f'<span class="sc-run">{escape(self.label)}</span> ' if self.label else ""
         self.caption.value = f"{who}<b>{escape(f.caption)}</b>"
-        self.tree.value = f'<div class="sc-tree">{model.svg(which)}</div>'
+        self.tree.value = f'<div class="sc-tree {self.token}">{model.svg(which)}</div>'
+        self.code.value = model.code(which, self.token)
         self.timeline.value = f'<div class="sc-tl">{model.timeline(which)}</div>'
         self.stack.value = f.stack
         self.explanation.value = f.explanation
@@ -233,9 +245,10 @@ class Player:
 
     Layout (about one screen): the controls (every button says what it does in words), the slider, the caption;
     then per run a column with the tree, its timeline, the call stack (always visible: the frames a reviewer
-    looks for) and tabs for the explanation, the holder ledger with the lists and sets, the pools, the
-    invariants and the legend. In compare mode the two runs' columns stand side by side, each labelled, and the
-    call stack is each column's first tab, shown by default.
+    looks for), the code pane (``render/codepane.py``: each frame's source, current line and node locals) and
+    tabs for the explanation, the holder ledger with the lists and sets, the pools, the invariants and the legend.
+    In compare mode the two runs' columns stand side by side, each labelled, and the call stack is each column's
+    first tab, shown by default.
     Displayed in a notebook, the player also leaves a static HTML snapshot (``static_html``) that shows where
     widgets cannot run (GitHub, nbviewer, ``nbconvert --to html``) and hides itself where they can."""
 
@@ -283,6 +296,7 @@ class Player:
         left = self.sides[0]
         # the names the tests and notebooks use
         self.caption, self.tree, self.timeline, self.stack = left.caption, left.tree, left.timeline, left.stack
+        self.code = left.code
         self.explanation, self.panels, self.invariants, self.legend = (left.explanation, left.panels,
                                                                        left.invariants, left.legend)
         right = self.sides[1] if compare is not None else _Side(W, "")
@@ -309,9 +323,9 @@ class Player:
                         self.buttons["divergence"], self.hide_host, self.hide_mamba], layout=wrap)
         if compare is None:
             body = W.HBox([W.VBox([left.caption, left.tree, left.timeline], layout=W.Layout(width="60%")),
-                           W.VBox([left.stack, left.tabs], layout=W.Layout(width="40%"))])
+                           W.VBox([left.stack, left.code_box, left.tabs], layout=W.Layout(width="40%"))])
         else:
-            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.tabs], layout=W.Layout(width="50%"))
+            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.code_box, s.tabs], layout=W.Layout(width="50%"))
                            for s in self.sides])
         self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.note, body])
         if compare is not None:

@@ -62,5 +62,7 @@ def test_notebook_6_plots_what_it_checks_and_says_the_generator_explains_the_dif
 def test_notebooks_2_and_3_show_what_they_promise():
     assert "lab.legend_view()" in cells(nb(2), "code")
     code3 = "\n".join(cells(nb(3), "code"))
-    assert 'teach.find(run, "attach", parent=8' in code3 and code3.count("teach.strip(") >= 2
+    assert 'teach.find(run, "attach", parent=8' in code3
+    # issue #17: the crash's frames are the tour's stops (predict, then reveal), not repeated show/strip blocks
+    assert 'TourPlayer("crash_pr", run)' in code3 and code3.count("teach.show(") + code3.count("teach.strip(") <= 1
     assert code3.count("teach.explain(") <= 2 and "why=True" not in code3  # the 25-line story once, not five times

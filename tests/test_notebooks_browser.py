@@ -5,7 +5,10 @@ serving a temporary copy of notebook 3 (Lab autosaves, so the repository's copy 
 it and runs all cells; the player appears at step 0. Its ``step ▶`` button moves the caption to step 1, with no
 stale node drawn yet; its ``jump ▶`` button (``jump to: went stale``) moves to the step where node #8 goes stale,
 and the player's tree SVG then holds that node with the ``went-stale`` class, drawn red and dashed, with the
-``WENT STALE`` tag and the "still held by" box. The screenshot goes to ``test-artifacts/notebook3.png``.
+``WENT STALE`` tag and the "still held by" box. There the code pane (issue #17) opens ``_delete_tombstone_leaf`` at
+the pop, nine frames deep, and pointing at its ``#8`` link outlines node #8 in the tree. The tour below asks stop
+2's question over the frame before the stale step; the right answer reveals the stale step with "Right.".
+Screenshots go to ``test-artifacts/notebook3*.png``.
 
 Every wait is on a condition (the caption's text, an element's presence), re-queried until it holds, with a
 budget scaled for a loaded machine (``waits.py``): on a busy 2-core machine the widgets re-render seconds after
@@ -164,6 +167,39 @@ def test_notebook3_player_jumps_to_the_stale_node(lab):
             page.mouse.move(0, 0)
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "notebook3.png"))
+
+            # issue #17: the code pane beside the tree, at the same step
+            code = player.locator(".sc-code").first
+            top = code.locator("details[open]")
+            expect(top).to_have_count(1, timeout=budget_ms(UI_S))
+            assert top.get_attribute("data-function") == "_delete_tombstone_leaf"
+            assert code.locator("details.sc-cframe").count() == 9
+            expect(top.locator(".sc-cur")).to_contain_text("parent = self._pop_from_parent(node)")
+            expect(top.locator("summary")).to_contain_text("hi_mamba_radix_cache.py:599 @ e9d6b9eb")
+            link = top.locator('a.sc-node[data-node="8"]')
+            link.scroll_into_view_if_needed()
+            link.hover()
+            expect(stale).to_have_css("filter", "drop-shadow(rgb(245, 158, 11) 0px 0px 6px)",
+                                      timeout=budget_ms(UI_S))
+            page.screenshot(path=str(ARTIFACTS / "notebook3_codepane.png"))
+            page.mouse.move(0, 0)
+
+            # issue #17: the tour below it; stop 2 asks over the frame before the stale step, an answer reveals it
+            tour = page.locator(".sc-tour").first
+            tour.scroll_into_view_if_needed()
+            expect(tour).to_contain_text("Stop 1 of 7", timeout=budget_ms(UI_S))
+            tour_player = page.locator(".widget-vbox", has=tour).first
+            tour_caption = tour_player.get_by_text(re.compile(r"pre_fix · step \d+/\d+")).first
+            tour.get_by_role("button", name="next stop ▶").click()
+            expect(tour).to_contain_text("Who still holds #8?", timeout=budget_ms(UI_S))
+            stale_step = int(re.search(r"step (\d+)/", caption.text_content()).group(1))
+            expect(tour_caption).to_have_text(re.compile(rf"step {stale_step - 1}/"), timeout=budget_ms(UI_S))
+            tour.get_by_role("button", name=re.compile(r"^A\. write_backup\(\)")).click()
+            expect(tour).to_contain_text("Right. The cascade popped #8", timeout=budget_ms(UI_S))
+            expect(tour_caption).to_contain_text(f"step {stale_step}/", timeout=budget_ms(UI_S))
+            expect(tour_caption).to_contain_text("[went-stale]")
+            tour.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "notebook3_tour.png"))
             assert errors == []
         finally:
             browser.close()

@@ -78,6 +78,7 @@ function simcacheStart(D, viz) {
     var f = F0[cur];
     $("explanation").innerHTML = D.html[f.expl];
     $("stack").innerHTML = D.html[f.stack];
+    $("code").innerHTML = D.html[f.code];
     $("invariants").innerHTML = D.html[f.inv];
     $("panels").innerHTML = f.panels.map(function (k) { return D.html[k]; }).join("");
     slider.value = String(cur);
@@ -142,5 +143,50 @@ function simcacheStart(D, viz) {
     if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
   });
   show(0);
+  if (D.tour && D.tour.length) { startTour(); }
   document.body.setAttribute("data-ready", "1");
+
+  // the tour: each stop asks first (the frame before it shown), then reveals its frame with the feedback
+  function startTour() {
+    var k = 0;
+    function ask(i) {
+      k = Math.max(0, Math.min(D.tour.length - 1, i));
+      var s = D.tour[k], q = $("tour-q"), box = $("tour-choices");
+      var b = document.createElement("b"), p = document.createElement("p");
+      b.textContent = "Stop " + (k + 1) + " of " + D.tour.length + ": " + s.title;
+      p.textContent = s.ask;
+      q.innerHTML = "";
+      q.append(b, p);
+      box.innerHTML = "";
+      s.choices.forEach(function (text, j) {
+        var btn = document.createElement("button");
+        btn.className = "tour-choice";
+        btn.textContent = "ABCDEF"[j] + ". " + text;
+        btn.onclick = function () { answer(j); };
+        box.appendChild(btn);
+      });
+      $("tour-feedback").textContent = "Choose an answer to reveal the frame.";
+      $("tour-feedback").className = "";
+      $("tour-prev").disabled = k === 0;
+      $("tour-next").disabled = k === D.tour.length - 1;
+      document.body.setAttribute("data-tour-stop", String(k));
+      document.body.removeAttribute("data-tour-answered");
+      show(s.before);
+    }
+    function answer(j) {
+      var s = D.tour[k], right = j === s.answer;
+      Array.prototype.forEach.call($("tour-choices").children, function (btn, i) {
+        btn.disabled = true;
+        if (i === s.answer) { btn.classList.add("right"); } else if (i === j) { btn.classList.add("wrong"); }
+      });
+      $("tour-feedback").textContent = (right ? "Right. " : "Not quite: the answer is \u201c" + s.choices[s.answer] +
+        "\u201d. ") + s.explain;
+      $("tour-feedback").className = right ? "right" : "wrong";
+      document.body.setAttribute("data-tour-answered", right ? "right" : "wrong");
+      show(s.frame);
+    }
+    $("tour-prev").onclick = function () { ask(k - 1); };
+    $("tour-next").onclick = function () { ask(k + 1); };
+    ask(0);
+  }
 }

@@ -1,0 +1,62 @@
+"""Regenerate ``simcache/data/sglang_lines.json``: where each simulated function is defined in SGLang's real code.
+
+The table holds facts only (a file's base name and a line number per function and commit), never SGLang text; the
+code pane shows them as ``hi_mamba_radix_cache.py:603 @ 14e122cd``. Run it against a git mirror of SGLang:
+
+    python tools/sglang_lines.py /work/.mirror/ziruiliu+sglang_exp/repo [OUT.json]
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from simcache.codepane import COMMITS  # noqa: E402
+from simcache.trace_hooks import SIMULATED_CODE  # noqa: E402
+
+# searched in this order: a name defined in several files is the one the hybrid hierarchical cache runs
+FILES = ("python/sglang/srt/mem_cache/hi_mamba_radix_cache.py", "python/sglang/srt/mem_cache/mamba_radix_cache.py",
+         "python/sglang/srt/mem_cache/hiradix_cache.py", "python/sglang/srt/mem_cache/radix_cache.py",
+         "python/sglang/srt/managers/cache_controller.py")
+
+
+def definitions(git_dir: str, commit: str, path: str) -> dict[str, int]:
+    """Function name -> line of its first definition in ``path`` at ``commit`` (empty if the file is absent)."""
+    try:
+        text = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+    except subprocess.CalledProcessError:
+        return {}
+    out: dict[str, int] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(node.name, node.lineno)
+    return out
+
+
+def main(git_dir: str, out: Path | None = None) -> None:
+    import simcache.simulate  # noqa: F401 -- imports every module that marks a simulated function
+
+    names = sorted(set(SIMULATED_CODE.values()))
+    table: dict[str, dict[str, list]] = {}
+    for commit in sorted(set(COMMITS.values())):
+        defs = {path: definitions(git_dir, commit, path) for path in FILES}
+        for name in names:
+            hit = next(((Path(p).name, d[name]) for p, d in defs.items() if name in d), None)
+            if hit is not None:
+                table.setdefault(name, {})[commit] = list(hit)
+    out = out or ROOT / "simcache" / "data" / "sglang_lines.json"
+    rows = [f"{json.dumps(name)}: {json.dumps(table[name], sort_keys=True)}" for name in sorted(table)]
+    out.write_text("{\n" + ",\n".join(rows) + "\n}\n")
+    print(f"wrote {out}: {len(table)} of {len(names)} functions located; not in SGLang: "
+          f"{', '.join(n for n in names if n not in table)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "/work/.mirror/ziruiliu+sglang_exp/repo",
+         Path(sys.argv[2]) if len(sys.argv) > 2 else None)
