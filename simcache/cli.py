@@ -221,6 +221,11 @@ def cmd_export(a) -> int:
         raise UsageError(f"the export view is not available ({e})") from None
     from .safe_io import check_file
 
+    if a.game is not None:
+        return _export_game(a)
+    if a.scenario is None:
+        raise UsageError("export needs a SCENARIO (a gallery name or a file), or --game for the levels page")
+    a.output = "run.html" if a.output is None else a.output
     if a.compare is not None and a.preset:
         raise UsageError("give either --preset or --compare A,B, not both")
     schedule, flags = _schedule(a.schedule), _flags(a.flag)
@@ -240,6 +245,25 @@ def cmd_export(a) -> int:
         path = export_html(simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device,
                                     **_trace_options(a)), a.output)
     if str(path) != "-":  # with -o - the page itself went to stdout
+        print(path)
+    return 0
+
+
+def _export_game(a) -> int:
+    """``export --game [LEVEL]``: the be-the-scheduler levels as one page that plays without a kernel."""
+    from .game_map import game_page, parse_levels
+
+    others = [n for n, v in (("SCENARIO", a.scenario), ("--preset", a.preset), ("--compare", a.compare),
+                             ("--flag", a.flag), ("--schedule", a.schedule)) if v]
+    if others:
+        raise UsageError(f"--game writes the levels page from the gallery; drop {', '.join(others)}")
+    try:
+        numbers = parse_levels(None if a.game == "all" else a.game)
+        print(f"[export] precomputing level(s) {', '.join(map(str, numbers))}", file=sys.stderr)
+        path = game_page("game.html" if a.output is None else a.output, numbers)
+    except SimcacheError as e:
+        raise UsageError(str(e)) from None
+    if str(path) != "-":
         print(path)
     return 0
 
@@ -312,13 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the list as JSON")
     s.set_defaults(fn=cmd_scenarios)
     e = sub.add_parser("export", help="write a self-contained HTML page of a run")
-    e.add_argument("scenario", help="a gallery name or a YAML/JSON file")
+    e.add_argument("scenario", nargs="?", help="a gallery name or a YAML/JSON file (not with --game)")
     e.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
     e.add_argument("--compare", metavar="A,B", help="two presets side by side")
     e.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     e.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*'")
-    e.add_argument("-o", "--output", default="run.html",
-                   help="the page to write (default run.html); '-' writes it to stdout")
+    e.add_argument("-o", "--output", default=None,
+                   help="the page to write (default run.html, or game.html with --game); '-' writes it to stdout")
+    e.add_argument("--game", nargs="?", const="all", metavar="LEVEL",
+                   help="write the be-the-scheduler levels (all, or LEVEL 1-5, or a list like 2,4) as one page "
+                        "that plays offline without a kernel; no SCENARIO")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
     _trace_arguments(e)
     e.set_defaults(fn=cmd_export)

@@ -119,7 +119,11 @@ def _cause(cause: str) -> str:
 
 
 def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    """``a``, ``a and b``, ``a, b and c``; an item that ends in a comma (a clause) keeps it before "and"."""
+    if len(items) == 1:
+        return items[0]
+    heads = [i.rstrip(",") for i in items[:-1]]
+    return ", ".join(heads) + ("," if items[-2].endswith(",") else "") + " and " + items[-1]
 
 
 def reaction(run, op_index: int, upto: int | None = None) -> str:
@@ -242,8 +246,23 @@ class SchedulerGame:
             self.turns.append(actor)
             self.run = self._simulate()
         self.said = reaction(self.run, len(self.turns) - 1 + self._init_ops())
+        self._dead_end()
         self.refresh()
         return self.run
+
+    def _dead_end(self) -> None:
+        """Add to the reaction when the move left no way to the goal (known from the level's map)."""
+        if self.level is None or self.reached_assertion:
+            return
+        from .game_map import state_of, structure
+
+        if getattr(self, "_map", None) is None:
+            self._map = structure(self.level)
+        st = state_of(self._map, self.turns)
+        before = state_of(self._map, self.turns[:-1])
+        if st is not None and st["dead"] and not (before is not None and before["dead"]):
+            self.said = (self.said + " " if self.said else "") + ("From here no order of the remaining moves "
+                                                                 "reaches the assertion: undo, or ask for a hint.")
 
     def step_inside(self, actor: str) -> list[int]:
         """Start ``actor``'s next operation and stop at its first point inside write_backup / evict_host (levels
@@ -273,6 +292,7 @@ class SchedulerGame:
         if self.at >= len(self.inside):
             self.inside = None
             self.said = reaction(self.run, k)
+            self._dead_end()
             self.refresh()
             return None
         self.said = reaction(self.run, k, upto=self.inside[self.at])
@@ -325,6 +345,19 @@ class SchedulerGame:
         return out
 
     def _path_hint(self) -> str:
+        if self.level is not None:
+            from .game_map import state_of, structure
+
+            if getattr(self, "_map", None) is None:
+                self._map = structure(self.level)
+            st = state_of(self._map, self.turns)
+            if st is not None and st["dist"] is not None and st["dist"] > 0:
+                best = next(a for a, t in st["edges"].items()
+                            if t >= 0 and self._map["states"][t]["dist"] == st["dist"] - 1)
+                n = st["dist"]
+                return f"From here the assertion is {n} move{'s' if n > 1 else ''} away: try {best}."
+            if st is not None and st["dead"]:
+                return "No order of the remaining moves reaches the assertion from here: undo."
         if not self.minimal:
             return "No solution is recorded for this scenario; the explorer can find one."
         sol = list(Schedule(tuple(self.scenario.parse_schedule(self.minimal).turns)).turns)
