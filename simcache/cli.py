@@ -225,21 +225,34 @@ def cmd_export(a) -> int:
         return _export_game(a)
     if a.scenario is None:
         raise UsageError("export needs a SCENARIO (a gallery name or a file), or --game for the levels page")
+    if a.storyboard is not None and a.output is not None:
+        raise UsageError("give either -o PAGE or --storyboard DIR, not both")
     a.output = "run.html" if a.output is None else a.output
     if a.compare is not None and a.preset:
         raise UsageError("give either --preset or --compare A,B, not both")
     schedule, flags = _schedule(a.schedule), _flags(a.flag)
     try:
-        check_file(a.output)  # a bad -o fails before the work
+        if a.storyboard is not None:
+            from .safe_io import check_folder
+
+            check_folder(a.storyboard, ["comment.md"], what="--storyboard")  # a bad folder fails before the work
+        else:
+            check_file(a.output)  # a bad -o fails before the work
     except SimcacheError as e:
         raise UsageError(str(e)) from None
+    if a.storyboard is not None:
+        from .storyboard import write_storyboard
+
+        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a))
+                for n in _compare_names(a.compare)] if a.compare is not None else \
+            [simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device, **_trace_options(a))]
+        written = write_storyboard(runs[0], a.storyboard, compare=runs[1] if len(runs) > 1 else None)
+        for path in written.values():
+            print(path)
+        return 0
     if a.compare is not None:
-        names = [n.strip() for n in a.compare.split(",")]
-        if len(names) != 2 or not all(names):
-            raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
-        for n in names:
-            _preset(n)
-        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a)) for n in names]
+        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a))
+                for n in _compare_names(a.compare)]
         path = export_html(runs[0], a.output, compare=runs[1])
     else:
         path = export_html(simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device,
@@ -249,12 +262,21 @@ def cmd_export(a) -> int:
     return 0
 
 
+def _compare_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != 2 or not all(names):
+        raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
+    for n in names:
+        _preset(n)
+    return names
+
+
 def _export_game(a) -> int:
     """``export --game [LEVEL]``: the be-the-scheduler levels as one page that plays without a kernel."""
     from .game_map import game_page, parse_levels
 
     others = [n for n, v in (("SCENARIO", a.scenario), ("--preset", a.preset), ("--compare", a.compare),
-                             ("--flag", a.flag), ("--schedule", a.schedule)) if v]
+                             ("--flag", a.flag), ("--schedule", a.schedule), ("--storyboard", a.storyboard)) if v]
     if others:
         raise UsageError(f"--game writes the levels page from the gallery; drop {', '.join(others)}")
     try:
@@ -343,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*'")
     e.add_argument("-o", "--output", default=None,
                    help="the page to write (default run.html, or game.html with --game); '-' writes it to stdout")
+    e.add_argument("--storyboard", metavar="DIR",
+                   help="instead of a page, write DIR: PNGs of the key moments (side by side with --compare), a GIF "
+                        "of the stale window and comment.md linking them, for a pull-request comment")
     e.add_argument("--game", nargs="?", const="all", metavar="LEVEL",
                    help="write the be-the-scheduler levels (all, or LEVEL 1-5, or a list like 2,4) as one page "
                         "that plays offline without a kernel; no SCENARIO")

@@ -110,11 +110,11 @@ def _holder(h: str) -> str:
     return f"{m.group(1)}(), which resumes after {m.group(2)}," if m else h
 
 
-def _cause(cause: str) -> str:
+def _cause(cause: str, depth: int = 5) -> str:
     chain = cause.removeprefix("detached by ").split(" <- ")
     if len(chain) == 1:
         return f"by {chain[0]}"
-    inner = chain[1:6] + (["..."] if len(chain) > 6 else [])
+    inner = chain[1 : depth + 1] + (["..."] if len(chain) > depth + 1 else [])
     return f"by {chain[0]}, called from {' <- '.join(inner)}"
 
 
