@@ -473,7 +473,9 @@ class SchedulerGame:
 
         ops = "".join(f"<li><b>{escape(a)}</b>: " + " ; ".join(escape(describe_op(op)) for op in ops) + "</li>"
                       for a, ops in self.scenario.actors.items())
-        return (f'<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif"><p><b>Be the scheduler</b> '
+        lv = "" if self.level is None else (f"<p><b>Level {self.level.number}: {escape(self.level.title)}</b>. "
+                                            f"{escape(self.level.goal)}</p>")
+        return (f'<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif">{lv}<p><b>Be the scheduler</b> '
                 f"(the buttons need a running kernel: run the notebook to play). The actors and their operations:"
                 f"</p><ul>{ops}</ul><p>{escape(self.message())}</p>{_img(self.tree_svg())}</div>")
 

@@ -139,9 +139,37 @@ def test_export_game_writes_the_page_and_refuses_bad_levels(capsys, tmp_path):
     assert [lv["number"] for lv in read_page_data(out.read_text())["levels"]] == [1]
     for argv, msg in ((["--game", "9"], "there is no level 9; the levels are 1 to 5"),
                       (["--game", "x"], "--game takes a level number from 1 to 5 or a list like 2,4, not 'x'"),
+                      (["--game", ""], "--game takes a level number from 1 to 5 or a list like 2,4, not ''"),
+                      (["--game", "１"], "--game takes a level number from 1 to 5 or a list like 2,4, not '１'"),
+                      (["--game", "9" * 400], "--game takes a level number from 1 to 5 or a list like 2,4, not "),
+                      (["--game", "1,0"], "there is no level 0; the levels are 1 to 5"),
+                      (["--game", "1", "--storyboard", str(tmp_path / "sb")], "drop --storyboard"),
                       (["crash_pr", "--game", "1"], "--game writes the levels page from the gallery; drop SCENARIO"),
                       ([], "export needs a SCENARIO")):
         assert main(["export", *argv, "-o", str(tmp_path / "x.html")]) == 2
         err = capsys.readouterr().err
         assert msg in err and "Traceback" not in err and err.count("\n") == 1
     assert not (tmp_path / "x.html").exists()
+
+
+def test_the_level_widget_steps_inside_and_shows_refusals_and_hints():
+    game = SchedulerGame.from_level(3)
+    for actor in ("A", "B", "mem"):
+        game.buttons[actor].click()
+    game.inside_box.value = True
+    game.buttons["mem"].click()
+    assert "Inside mem&#x27;s operation, point 1 of" in game.status.value
+    assert game.buttons["C"].disabled and not game.buttons["mem"].disabled and not game.point_button.disabled
+    game._click("C")  # a locked actor, as a click would try it: shown, not raised
+    assert "C cannot move now: mem&#x27;s operation is inside" in game.reaction.value
+    while game.inside is not None:
+        game.point_button.click()
+    assert game.schedule == "A B mem*2" and game.point_button.disabled
+    assert "You just detached node #8 [1,2]" in game.reaction.value
+    game.hint_button.click()
+    assert game.hint_text.value == ('<p class="sc-hint"><b>Hint:</b> Both requests must insert before memory '
+                                    "pressure: the split leaves a tombstone [1,2] over two leaves.</p>")
+    game.inside_box.value = False
+    game.buttons["C"].click()
+    game.buttons["mem2"].click()
+    assert game.reached_assertion and "reach the assertion" in game.status.value
