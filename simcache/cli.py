@@ -282,7 +282,8 @@ def _export_game(a) -> int:
     try:
         numbers = parse_levels(None if a.game == "all" else a.game)
         print(f"[export] precomputing level(s) {', '.join(map(str, numbers))}", file=sys.stderr)
-        path = game_page("game.html" if a.output is None else a.output, numbers)
+        path = game_page("game.html" if a.output is None else a.output, numbers,
+                         say=lambda text: print(f"[export] {text}", file=sys.stderr, flush=True))
     except SimcacheError as e:
         raise UsageError(str(e)) from None
     if str(path) != "-":

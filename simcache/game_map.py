@@ -189,14 +189,19 @@ def read_page_data(html: str) -> dict:
     return json.loads(gzip.decompress(base64.b64decode(block)))
 
 
-def render_game(numbers: list[int], limit: int = DEFAULT_LIMIT) -> str:
-    """The HTML text of the game page for levels ``numbers``."""
+def render_game(numbers: list[int], limit: int = DEFAULT_LIMIT, say=None) -> str:
+    """The HTML text of the game page for levels ``numbers``; ``say(text)`` hears of each level as it is done."""
     if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
         raise ConfigError(f"the states per level must be a whole number from 1 to {MAX_LIMIT}, not "
                           f"{shown(limit, 20)}")
     svgs_dot: list[str] = []
+    levels = []
     try:
-        levels = [level_data(n, limit, svgs_dot) for n in numbers]
+        for n in numbers:
+            levels.append(level_data(n, limit, svgs_dot))
+            if say is not None:
+                lv = levels[-1]
+                say(f"level {n}: {len(lv['states'])} states{'' if lv['complete'] else ' (bounded)'}")
     except ScenarioError as e:
         raise ConfigError(str(e)) from None
     svgs = render_many(svgs_dot)
@@ -222,13 +227,13 @@ def render_game(numbers: list[int], limit: int = DEFAULT_LIMIT) -> str:
             f"</body></html>")
 
 
-def game_page(path, numbers: list[int], limit: int = DEFAULT_LIMIT) -> Path:
+def game_page(path, numbers: list[int], limit: int = DEFAULT_LIMIT, say=None) -> Path:
     """Write the game page for levels ``numbers`` to ``path`` (safe_io's rules); returns the path."""
     from .errors import FileError
     from .safe_io import check_file, write_file
 
     try:
         check_file(path)
-        return write_file(path, render_game(numbers, limit))
+        return write_file(path, render_game(numbers, limit, say))
     except FileError as e:
         raise ConfigError(str(e)) from None

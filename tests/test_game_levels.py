@@ -135,7 +135,9 @@ def test_the_page_holds_the_levels_and_the_solution_walks_to_a_win():
 def test_export_game_writes_the_page_and_refuses_bad_levels(capsys, tmp_path):
     out = tmp_path / "g.html"
     assert main(["export", "--game", "1", "-o", str(out)]) == 0
-    assert capsys.readouterr().out.strip() == str(out)
+    printed = capsys.readouterr()
+    assert printed.out.strip() == str(out)
+    assert printed.err == "[export] precomputing level(s) 1\n[export] level 1: 3 states\n"  # progress
     assert [lv["number"] for lv in read_page_data(out.read_text())["levels"]] == [1]
     for argv, msg in ((["--game", "9"], "there is no level 9; the levels are 1 to 5"),
                       (["--game", "x"], "--game takes a level number from 1 to 5 or a list like 2,4, not 'x'"),
