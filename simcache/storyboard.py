@@ -11,7 +11,8 @@ Vocabulary
   the GIF shows it one operation at a time, every moment inside it included.
 - Every picture is ``WIDTH`` pixels wide (GitHub's comment column is about 880): a tree is drawn by Graphviz as PNG
   at a dpi that keeps its text legible, shrunk only if wider, and topped by a caption bar (DejaVu Sans).
-- ``comment.md`` links the pictures in order, one caption line each, then the outcome table.
+- ``comment.md`` links the pictures in order, one caption line each, then the legend (``legend.png``, folded)
+  and the outcome table.
 
 Pillow composes the pictures and writes the GIF: it is already installed with matplotlib (a dependency), so the
 storyboard adds no package; Graphviz ``dot -Tpng`` (``render.svg.render_png``) draws the trees.
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from .errors import ConfigError, FileError
 from .game import _cause, _holder, _join
+from .render.dot import legend_dot
 from .render.frames import op_text, tree_dot
 from .render.moments import compare_positions
 from .render.svg import render_png
@@ -200,6 +202,7 @@ def storyboard_files(run, compare=None) -> dict[str, bytes | str]:
     gif = _stale_gif(runs, positions, ops)
     if gif is not None:
         files["stale-window.gif"] = gif
+    files["legend.png"] = render_png(legend_dot(), dpi=DPI)
     files["comment.md"] = _comment(runs, shots, gif is not None)
     return files
 
@@ -259,6 +262,7 @@ def _comment(runs, shots, gif: bool) -> str:
         lines += [f"**{i}.** {cap}", "", f"![{i}. {name[3:-4].replace('-', ' ')}]({name})", ""]
     if gif:
         lines += ["**The stale window**, one operation per frame:", "", "![the stale window](stale-window.gif)", ""]
+    lines += ["<details><summary>legend</summary>", "", "![legend](legend.png)", "", "</details>", ""]
     lines += ["| preset | outcome | went stale | cleaned up | double-freed slots | leaked slots |",
               "|---|---|---|---|---|---|", *[_outcome_row(x) for x in runs], "",
               "<sub>Drawn by simcache (`simcache export SCENARIO --storyboard DIR`). Drag the images into the comment "

@@ -31,7 +31,7 @@ def test_the_storyboard_of_one_run(tmp_path):
     run = simulate("scenario_a", "pre_fix")
     written = write_storyboard(run, tmp_path / "sb")
     assert sorted(written) == ["01-went-stale.png", "02-readmitted.png", "03-assertion.png", "comment.md",
-                               "stale-window.gif"]
+                               "legend.png", "stale-window.gif"]
     for name in ("01-went-stale.png", "02-readmitted.png", "03-assertion.png"):
         img = Image.open(written[name])
         assert img.format == "PNG" and img.width == WIDTH and 300 < img.height < 1400
@@ -40,7 +40,8 @@ def test_the_storyboard_of_one_run(tmp_path):
     md = written["comment.md"].read_text()
     links = [line for line in md.splitlines() if line.startswith("![")]
     assert links == ["![1. went stale](01-went-stale.png)", "![2. readmitted](02-readmitted.png)",
-                     "![3. assertion](03-assertion.png)", "![the stale window](stale-window.gif)"]
+                     "![3. assertion](03-assertion.png)", "![the stale window](stale-window.gif)",
+                     "![legend](legend.png)"]
     assert "**2.** node #7 [1,2] re-admitted while detached: re-admitted to evictable_full_host_leaves" in md
     assert ("| `pre_fix` | `AssertionError: parent does not have child key, 1` in `_evict_host_leaf` | 1 | 0 | none "
             "| none |") in md
@@ -49,7 +50,7 @@ def test_the_storyboard_of_one_run(tmp_path):
 def test_compare_puts_both_presets_in_each_picture():
     files = storyboard_files(simulate("scenario_a", "pre_fix"), simulate("scenario_a", "followup_fix"))
     assert sorted(files) == ["01-went-stale.png", "02-readmitted.png", "03-assertion.png", "comment.md",
-                             "stale-window.gif"]
+                             "legend.png", "stale-window.gif"]
     md = files["comment.md"]
     assert ("**3.** pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in _evict_host_leaf) "
             "| followup_fix: the end: the cache survived") in md
@@ -68,7 +69,7 @@ def test_storyboard_writes_only_its_files_and_never_follows_a_planted_link(tmp_p
     assert main(["export", "scenario_d", "--storyboard", str(out)]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(out / n) for n in ("01-first-violation.png", "02-went-stale.png", "03-assertion.png",
-                                              "stale-window.gif", "comment.md")]
+                                              "stale-window.gif", "legend.png", "comment.md")]
     assert victim.read_text() == "keep me"
     assert not (out / "comment.md").is_symlink() and (out / "comment.md").read_text().startswith("### simcache")
     assert (out / "notes.txt").read_text() == "mine"
