@@ -163,12 +163,19 @@ def cmd_export(a) -> int:
         raise UsageError(f"the export view is not available ({e})") from None
     from .safe_io import check_file
 
+    if a.game is not None:
+        return _export_game(a)
+    if a.scenario is None:
+        raise UsageError("export needs a SCENARIO (a gallery name or a file), or --game for the levels page")
+    if a.storyboard is not None and a.output is not None:
+        raise UsageError("give either -o PAGE or --storyboard DIR, not both")
+    a.output = "run.html" if a.output is None else a.output
     if a.compare is not None and a.preset:
         raise UsageError("give either --preset or --compare A,B, not both")
     tour = None
     if a.tour is not None:
-        if a.compare is not None:
-            raise UsageError("a tour steps through one run; give --tour without --compare")
+        if a.compare is not None or a.storyboard is not None:
+            raise UsageError("a tour steps through one run's page; give --tour without --compare or --storyboard")
         from .tour import load as load_tour
 
         try:
@@ -177,22 +184,63 @@ def cmd_export(a) -> int:
             raise UsageError(str(e)) from None
     schedule, flags = _schedule(a.schedule), _flags(a.flag)
     try:
-        check_file(a.output)  # a bad -o fails before the work
+        if a.storyboard is not None:
+            from .safe_io import check_folder
+
+            check_folder(a.storyboard, ["comment.md"], what="--storyboard")  # a bad folder fails before the work
+        else:
+            check_file(a.output)  # a bad -o fails before the work
     except SimcacheError as e:
         raise UsageError(str(e)) from None
+    if a.storyboard is not None:
+        from .storyboard import write_storyboard
+
+        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a))
+                for n in _compare_names(a.compare)] if a.compare is not None else \
+            [simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device, **_trace_options(a))]
+        written = write_storyboard(runs[0], a.storyboard, compare=runs[1] if len(runs) > 1 else None)
+        for path in written.values():
+            print(path)
+        return 0
     if a.compare is not None:
-        names = [n.strip() for n in a.compare.split(",")]
-        if len(names) != 2 or not all(names):
-            raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
-        for n in names:
-            _preset(n)
-        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a)) for n in names]
+        runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a))
+                for n in _compare_names(a.compare)]
         path = export_html(runs[0], a.output, compare=runs[1])
     else:
         preset = _preset(a.preset) or (tour.preset if tour is not None else None)
         path = export_html(simulate(a.scenario, preset, flags, schedule, device=a.device,
                                     **_trace_options(a)), a.output, tour=tour)
     if str(path) != "-":  # with -o - the page itself went to stdout
+        print(path)
+    return 0
+
+
+def _compare_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != 2 or not all(names):
+        raise UsageError("--compare takes two presets separated by a comma, like pre_fix,followup_fix")
+    for n in names:
+        _preset(n)
+    return names
+
+
+def _export_game(a) -> int:
+    """``export --game [LEVEL]``: the be-the-scheduler levels as one page that plays without a kernel."""
+    from .game_map import game_page, parse_levels
+
+    others = [n for n, v in (("SCENARIO", a.scenario), ("--preset", a.preset), ("--compare", a.compare),
+                             ("--flag", a.flag), ("--schedule", a.schedule), ("--storyboard", a.storyboard),
+                             ("--tour", a.tour)) if v]
+    if others:
+        raise UsageError(f"--game writes the levels page from the gallery; drop {', '.join(others)}")
+    try:
+        numbers = parse_levels(None if a.game == "all" else a.game)
+        print(f"[export] precomputing level(s) {', '.join(map(str, numbers))}", file=sys.stderr)
+        path = game_page("game.html" if a.output is None else a.output, numbers,
+                         say=lambda text: print(f"[export] {text}", file=sys.stderr, flush=True))
+    except SimcacheError as e:
+        raise UsageError(str(e)) from None
+    if str(path) != "-":
         print(path)
     return 0
 
@@ -265,13 +313,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the list as JSON")
     s.set_defaults(fn=cmd_scenarios)
     e = sub.add_parser("export", help="write a self-contained HTML page of a run")
-    e.add_argument("scenario", help="a gallery name or a YAML/JSON file")
+    e.add_argument("scenario", nargs="?", help="a gallery name or a YAML/JSON file (not with --game)")
     e.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
     e.add_argument("--compare", metavar="A,B", help="two presets side by side")
     e.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     e.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*'")
-    e.add_argument("-o", "--output", default="run.html",
-                   help="the page to write (default run.html); '-' writes it to stdout")
+    e.add_argument("-o", "--output", default=None,
+                   help="the page to write (default run.html, or game.html with --game); '-' writes it to stdout")
+    e.add_argument("--storyboard", metavar="DIR",
+                   help="instead of a page, write DIR: PNGs of the key moments (side by side with --compare), a GIF "
+                        "of the stale window and comment.md linking them, for a pull-request comment")
+    e.add_argument("--game", nargs="?", const="all", metavar="LEVEL",
+                   help="write the be-the-scheduler levels (all, or LEVEL 1-5, or a list like 2,4) as one page "
+                        "that plays offline without a kernel; no SCENARIO")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
     e.add_argument("--tour", metavar="NAME|FILE",
                    help="add a predict-then-reveal tour (a gallery tour like crash_pr, or a tour file: docs/tours.md); "

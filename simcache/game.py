@@ -9,12 +9,26 @@ Vocabulary
   every actor has run all its operations.
 - ``reveal()`` shows the minimal failing schedule: given, or the scenario's ``minimal_schedule``, or its own
   ``schedule`` when the scenario expects the assertion under this preset.
+- *Levels* (``LEVELS``, ``SchedulerGame.from_level(n)``) rise in difficulty: D, A, B, C, then ``crash_pr``. Each
+  has a goal, hints given one at a time before the answer, and a *solution* (a schedule that wins it).
+- A *reaction* is the sentence the game says when a move breaks an invariant, built from the trace's own event
+  (the node that went stale, the cause, and who still holds it), never canned.
+- *Stepping inside* (levels 3 and up): the learner may stop inside ``write_backup`` / ``evict_host`` at their
+  *points*: the call, the failed host allocation, each host-leaf eviction and cascade step, each detach, the retry
+  that backs the node up. This is where the real code re-enters eviction synchronously (sglang_reference.md, 0.3
+  and e.1): SGLang runs these on the scheduler thread to the end, and its copy and storage threads reach the tree
+  only through acks consumed at ``check_hicache_events`` (operations of their own here). So while inside, no other
+  actor may move, and the game says why when the learner tries; what the learner controls is where to stop and
+  look, not a thread switch the real system cannot make.
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from html import escape
 
-from .errors import ScenarioError, ScheduleError
+from .crash import STALE
+from .errors import ScenarioError, ScheduleError, shown
 from .operations import describe_op
 from .render.display import page_css, svg_img
 from .render.dot import render_svg, snapshot_to_dot
@@ -24,27 +38,169 @@ from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule, format_turns
 from .simulate import simulate
 
+GOAL = STALE  # the assertion every level asks for
+INSIDE = ("write_backup", "evict_host")  # the calls a learner may step inside (levels with ``inside``)
+# the calls inside them worth stopping at (the re-entrant eviction and its cascade)
+POINT_CALLS = frozenset({"write_backup", "evict_host", "_evict_host_leaf", "_iteratively_delete_tombstone_leaf",
+                         "_delete_tombstone_leaf", "evict_mamba_host"})
+POINT_KINDS = frozenset({"alloc_fail", "detach", "backup"})  # inside write_backup / evict_host
+MAX_POINTS = 12  # points shown inside one operation (the first ones; the rest of the operation runs on)
+
+
+@dataclass(frozen=True)
+class Level:
+    number: int
+    scenario: str
+    preset: str
+    title: str
+    goal: str
+    hints: tuple[str, ...]
+    solution: str  # a schedule that wins the level (tests play it)
+    inside: bool  # the learner may step inside write_backup / evict_host
+
+
+LEVELS: tuple[Level, ...] = (
+    Level(1, "scenario_d", "pre_fix", "D: a host leaf that is not a leaf",
+          "One actor, two moves: make the cache reach the assertion and watch which node is left behind.",
+          ("`evict_host 2` evicts a host node that still has a child on the device: look at what it takes along.",
+           "After the first move, node [3] is detached but still listed as a device leaf; what will `evict 1` "
+           "pick?"),
+          "mem*2", False),
+    Level(2, "scenario_a", "pre_fix", "A: a tombstone kept alive by a host reference",
+          "Two actors: memory pressure (mem) and the storage ack (l3). Find the order that crashes.",
+          ("The first host eviction's cascade deletes [1,2] although an L3 backup still holds it.",
+           "The L3 ack releases that reference and re-admits the detached node as a host leaf: evict after it."),
+          "mem l3 mem", False),
+    Level(3, "scenario_b", "pre_fix", "B: write_backup deletes its own node",
+          "Write-back policy. From this level on you may step inside write_backup and evict_host.",
+          ("Both requests must insert before memory pressure: the split leaves a tombstone [1,2] over two leaves.",
+           "The second `evict 2` demotes [1,2]: its write_backup finds the host full and calls evict_host, whose "
+           "cascade deletes [1,2] itself. Step inside that move to watch it.",
+           "The detached node ends up a host leaf; any later eviction that needs host space pops it."),
+          "A B mem*2 C mem2", True),
+    Level(4, "scenario_c", "pre_fix", "C: the insert loop's own node is deleted under it",
+          "Six actors. A prefetch breaks backup continuity; an insert must find the host full at the wrong node.",
+          ("The prefetch (pf) must complete after R2's insert, so its host-only tail hangs under a node that is "
+           "not backed up.",
+           "Fill the host (R4) and evict the device leaf (mem) before R6 inserts [1,2,7]: its write_backup will "
+           "evict the prefetched tail and the cascade deletes the node the insert loop stands on.",
+           "Let the controller (ctl) deliver its acks, then evict again."),
+          "pf R2 pf R4 mem R6 ctl*3 mem", True),
+    Level(5, "crash_pr", "pre_fix", "crash_pr: the crash reported in the PR",
+          "Seven actors, the traceback of the PR. Reach `parent does not have child key` in _delete_tombstone_leaf.",
+          ("The race is level 4's: a completed prefetch under an unbacked node, then an insert that re-enters "
+           "eviction.",
+           "After R6's insert, the controller has four acks to deliver, then memory pressure evicts again.",
+           "The assertion comes in the PR's shape: a last request (R7) whose insert calls write_backup, which "
+           "calls evict_host, whose cascade reaches the detached node. Step inside R7's move."),
+          "pf R2 pf R4 mem R6 ctl*4 mem R7", True),
+)
+
+
+def level(number) -> Level:
+    """The level numbered ``number`` (1 .. len(LEVELS))."""
+    if type(number) is not int or not 1 <= number <= len(LEVELS):
+        raise ScenarioError(f"there is no level {shown(number, 20)}; the levels are 1 to {len(LEVELS)}")
+    return LEVELS[number - 1]
+
+
+def _holder(h: str) -> str:
+    if h == "_insert_helper's loop node":
+        return "the insert loop (_insert_helper's `node`)"
+    m = re.fullmatch(r"(\w+)\(\) \(resumes after (\w+)\)", h)
+    return f"{m.group(1)}(), which resumes after {m.group(2)}," if m else h
+
+
+def _cause(cause: str, depth: int = 5) -> str:
+    chain = cause.removeprefix("detached by ").split(" <- ")
+    if len(chain) == 1:
+        return f"by {chain[0]}"
+    inner = chain[1 : depth + 1] + (["..."] if len(chain) > depth + 1 else [])
+    return f"by {chain[0]}, called from {' <- '.join(inner)}"
+
+
+def _join(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``; an item that ends in a comma (a clause) keeps it before "and"."""
+    if len(items) == 1:
+        return items[0]
+    heads = [i.rstrip(",") for i in items[:-1]]
+    return ", ".join(heads) + ("," if items[-2].endswith(",") else "") + " and " + items[-1]
+
+
+def reaction(run, op_index: int, upto: int | None = None) -> str:
+    """The sentence for what operation ``op_index`` of ``run`` broke (up to micro-step ``upto``), from the
+    trace's own events: a node that went stale (who detached it, who still holds it), else the first invariant
+    the operation began to violate; empty when it broke nothing."""
+    t = run.trace
+    if not 0 <= op_index < len(t.ops):
+        return ""
+    op = t.ops[op_index]
+    last = op.last_step if op.last_step >= 0 else len(t.steps) - 1
+    if upto is not None:
+        last = min(last, upto)
+    said = []
+    for e in t.went_stale:
+        if op.first_step <= e.step <= last:
+            by = _cause(e.cause)
+            verb = "holds" if len(e.holders) == 1 else "hold"
+            said.append(f"You just detached node #{e.node} [{e.key}] ({by}) while "
+                        f"{_join([_holder(h) for h in e.holders])} still {verb} it.")
+    if not said:
+        for v in t.violations:
+            if v.op == op_index and v.step <= last:
+                said.append(f"That move broke the {v.invariant.replace('_', ' ')} invariant: {v.message}.")
+                break
+    return " ".join(said)
+
+
+def points(run, op_index: int) -> list[int]:
+    """The micro-steps of operation ``op_index`` where the learner may stop inside write_backup / evict_host
+    (see the module doc), at most ``MAX_POINTS``; empty when the operation never enters them."""
+    t = run.trace
+    op = t.ops[op_index]
+    last = op.last_step if op.last_step >= 0 else len(t.steps) - 1
+    out = []
+    for s in t.steps[op.first_step : last + 1]:
+        if s.kind == "attach" and out:  # the insert loop attaching a child once the re-entry has run
+            out.append(s.index)
+        if not any(c in s.stack for c in INSIDE):
+            continue
+        if (s.kind == "call" and s.stack and s.stack[-1] in POINT_CALLS) or s.kind in POINT_KINDS \
+                or s.kind == "assertion":
+            out.append(s.index)
+    return out[:MAX_POINTS]
+
 
 class SchedulerGame:
     """State and widgets of the be-the-scheduler mode; tests call ``pick`` or click ``buttons[actor]``."""
 
     def __init__(self, scenario, preset: str = "pre_fix", *, minimal: str | None = None,
-                 flags: dict | None = None, widgets: bool = True) -> None:
+                 flags: dict | None = None, widgets: bool = True, level: Level | None = None) -> None:
         if isinstance(scenario, str):
             scenario = load(scenario)
         elif isinstance(scenario, dict):
             scenario = from_doc(scenario)
         if not isinstance(scenario, Scenario):
             raise ScenarioError("SchedulerGame needs a scenario: a gallery name, a file path, a dict or a Scenario")
-        self.scenario, self.preset, self.flags = scenario, preset, flags
+        self.scenario, self.preset, self.flags, self.level = scenario, preset, flags, level
         fails = (scenario.expect.get(preset) or {}).get("outcome") == "assertion"
         self.minimal = minimal or scenario.minimal_schedule or (scenario.schedule if fails else None)
         self.turns: list[str] = []
         self.run = self._simulate()
         self.revealed = False
+        self.hints_shown = 0
+        self.inside: list[int] | None = None  # the points of the operation being stepped through
+        self.at = 0  # index into ``inside``
+        self.said = ""  # the reaction to the last move
         self.buttons: dict = {}
         self.widget = self._build() if widgets else None
         self.refresh()
+
+    @classmethod
+    def from_level(cls, number: int, *, widgets: bool = True) -> SchedulerGame:
+        """The game of level ``number`` (see ``LEVELS``)."""
+        lv = level(number)
+        return cls(lv.scenario, lv.preset, minimal=lv.solution, widgets=widgets, level=lv)
 
     # --- state ---
     @property
@@ -53,40 +209,122 @@ class SchedulerGame:
 
     @property
     def reached_assertion(self) -> bool:
-        return self.run.outcome == "assertion"
+        return self.run.outcome == "assertion" and self.inside is None
 
     def remaining(self) -> dict[str, int]:
         return {a: n - self.turns.count(a) for a, n in self.scenario.lengths.items()}
 
     @property
     def over(self) -> bool:
-        return self.reached_assertion or not any(self.remaining().values())
+        return self.inside is None and (self.run.outcome == "assertion" or not any(self.remaining().values()))
 
     def next_ops(self) -> dict[str, str]:
         """Actor -> its next operation, for every actor that still has one."""
         done = {a: self.turns.count(a) for a in self.scenario.actors}
         return {a: describe_op(ops[done[a]]) for a, ops in self.scenario.actors.items() if done[a] < len(ops)}
 
-    def pick(self, actor: str):
-        """Let ``actor`` take the next turn and replay; returns the new ``Run``."""
+    def _check_move(self, actor: str) -> None:
+        if self.inside is not None:
+            current = self.turns[-1]
+            if actor != current:
+                raise ScheduleError(f"{actor} cannot move now: {current}'s operation is inside "
+                                    f"{self._inside_call()}, which SGLang's scheduler thread runs to the end (the "
+                                    f"copy and storage threads reach the tree only through acks); use next_point() "
+                                    f"or pick {current} to finish it")
+            return
         if self.over:
             raise ScheduleError("the game is over: reset() to play again")
         if actor not in self.next_ops():
             raise ScheduleError(f"actor {actor!r} has no operation left; choose one of {', '.join(self.next_ops())}")
-        self.turns.append(actor)
-        self.run = self._simulate()
+
+    def pick(self, actor: str):
+        """Let ``actor`` take the next turn and replay; returns the new ``Run``. Inside an operation, picking its
+        actor finishes the operation."""
+        self._check_move(actor)
+        if self.inside is not None:
+            self.inside = None
+        else:
+            self.turns.append(actor)
+            self.run = self._simulate()
+        self.said = reaction(self.run, len(self.turns) - 1 + self._init_ops())
+        self._dead_end()
         self.refresh()
         return self.run
 
+    def _dead_end(self) -> None:
+        """Add to the reaction when the move left no way to the goal (known from the level's map)."""
+        if self.level is None or self.reached_assertion:
+            return
+        from .game_map import state_of, structure
+
+        if getattr(self, "_map", None) is None:
+            self._map = structure(self.level)
+        st = state_of(self._map, self.turns)
+        before = state_of(self._map, self.turns[:-1])
+        if st is not None and st["dead"] and not (before is not None and before["dead"]):
+            self.said = (self.said + " " if self.said else "") + ("From here no order of the remaining moves "
+                                                                 "reaches the assertion: undo, or ask for a hint.")
+
+    def step_inside(self, actor: str) -> list[int]:
+        """Start ``actor``'s next operation and stop at its first point inside write_backup / evict_host (levels
+        that allow it); returns the points (micro-steps). An operation that never enters them simply runs."""
+        if self.level is not None and not self.level.inside:
+            raise ScheduleError(f"level {self.level.number} moves whole operations; stepping inside write_backup "
+                                f"and evict_host starts at level 3")
+        self._check_move(actor)
+        if self.inside is not None:
+            raise ScheduleError("already inside an operation: next_point() or finish it")
+        self.turns.append(actor)
+        self.run = self._simulate()
+        k = len(self.turns) - 1 + self._init_ops()
+        pts = points(self.run, k) if k < len(self.run.trace.ops) else []
+        self.inside, self.at = (pts, 0) if pts else (None, 0)
+        self.said = reaction(self.run, k, upto=pts[0] if pts else None)
+        self.refresh()
+        return pts
+
+    def next_point(self) -> int | None:
+        """Go to the next point inside the operation; past the last one the operation finishes. Returns the
+        micro-step shown, or None when the operation has finished."""
+        if self.inside is None:
+            raise ScheduleError("not inside an operation: step_inside(actor) first")
+        k = len(self.turns) - 1 + self._init_ops()
+        self.at += 1
+        if self.at >= len(self.inside):
+            self.inside = None
+            self.said = reaction(self.run, k)
+            self._dead_end()
+            self.refresh()
+            return None
+        self.said = reaction(self.run, k, upto=self.inside[self.at])
+        self.refresh()
+        return self.inside[self.at]
+
+    def _inside_call(self) -> str:
+        if self.inside is None:
+            return ""
+        stack = self.run.trace.steps[self.inside[self.at]].stack
+        return next((c for c in reversed(stack) if c in INSIDE), INSIDE[0])
+
+    def _init_ops(self) -> int:
+        """Operations the trace runs before the first turn (an ``initial`` injection is operation 0)."""
+        t = self.run.trace
+        return 1 if t.ops and t.ops[0].actor == "init" else 0
+
     def undo(self) -> None:
-        if self.turns:
+        if self.inside is not None:
+            self.inside = None
             self.turns.pop()
             self.run = self._simulate()
+        elif self.turns:
+            self.turns.pop()
+            self.run = self._simulate()
+        self.said = ""
         self.refresh()
 
     def reset(self) -> None:
         self.turns.clear()
-        self.run, self.revealed = self._simulate(), False
+        self.run, self.revealed, self.inside, self.said, self.hints_shown = self._simulate(), False, None, "", 0
         self.refresh()
 
     def reveal(self) -> str:
@@ -95,7 +333,48 @@ class SchedulerGame:
         self.refresh()
         return self.minimal or ""
 
+    def hint(self) -> str:
+        """The next hint: the level's hints one at a time, then where the schedule so far leaves the solution
+        (or the solution's next move); the answer itself stays behind ``reveal``."""
+        texts = list(self.level.hints) if self.level is not None else []
+        if self.hints_shown < len(texts):
+            self.hints_shown += 1
+            out = texts[self.hints_shown - 1]
+        else:
+            out = self._path_hint()
+        self.refresh()
+        return out
+
+    def _path_hint(self) -> str:
+        if self.level is not None:
+            from .game_map import state_of, structure
+
+            if getattr(self, "_map", None) is None:
+                self._map = structure(self.level)
+            st = state_of(self._map, self.turns)
+            if st is not None and st["dist"] is not None and st["dist"] > 0:
+                best = next(a for a, t in st["edges"].items()
+                            if t >= 0 and self._map["states"][t]["dist"] == st["dist"] - 1)
+                n = st["dist"]
+                return f"From here the assertion is {n} move{'s' if n > 1 else ''} away: try {best}."
+            if st is not None and st["dead"]:
+                return "No order of the remaining moves reaches the assertion from here: undo."
+        if not self.minimal:
+            return "No solution is recorded for this scenario; the explorer can find one."
+        sol = list(Schedule(tuple(self.scenario.parse_schedule(self.minimal).turns)).turns)
+        for i, (mine, good) in enumerate(zip(self.turns, sol, strict=False)):
+            if mine != good:
+                return (f"Your move {i + 1} ({mine}) is where your schedule leaves the solution the hints follow, "
+                        f"which moves {good} there: undo back to move {i + 1} and try another actor.")
+        if len(self.turns) < len(sol):
+            return f"You are on the solution's path: next, move {sol[len(self.turns)]}."
+        return "Your schedule already contains the whole solution."
+
     def message(self) -> str:
+        if self.inside is not None:
+            s = self.run.trace.steps[self.inside[self.at]]
+            return (f"Inside {self.turns[-1]}'s operation, point {self.at + 1} of {len(self.inside)}: {s.text} "
+                    f"(in {' > '.join(s.stack[-3:])}). Next point, or pick {self.turns[-1]} to finish it.")
         if self.reached_assertion:
             c = self.run.crash
             return (f"You made the cache reach the assertion: {c.type}: {c.message} (in {c.function}) "
@@ -112,6 +391,8 @@ class SchedulerGame:
     # --- views ---
     def tree_svg(self) -> str:
         t = self.run.trace
+        if self.inside is not None:
+            return render_svg(tree_dot(self.run, self.inside[self.at]))
         if t.steps:
             return render_svg(tree_dot(self.run, len(t.steps) - 1))
         return render_svg(snapshot_to_dot(t.initial, page_size=page_size(self.run)))
@@ -121,18 +402,42 @@ class SchedulerGame:
 
         self.buttons = {a: W.Button(layout=W.Layout(width="auto")) for a in self.scenario.actors}
         for actor, button in self.buttons.items():
-            button.on_click(lambda _b, actor=actor: self.pick(actor))
+            button.on_click(lambda _b, actor=actor: self._click(actor))
+        self.inside_box = W.Checkbox(description="step inside write_backup / evict_host", indent=False,
+                                     value=False, layout=W.Layout(width="auto"))
+        self.point_button = W.Button(description="next point")
         self.undo_button = W.Button(description="undo")
         self.reset_button = W.Button(description="reset")
+        self.hint_button = W.Button(description="hint")
         self.reveal_button = W.Button(description="reveal the minimal schedule")
+        self.point_button.on_click(lambda _b: self.next_point())
         self.undo_button.on_click(lambda _b: self.undo())
         self.reset_button.on_click(lambda _b: self.reset())
+        self.hint_button.on_click(lambda _b: self._show_hint())
         self.reveal_button.on_click(lambda _b: self.reveal())
         self.status, self.tree, self.timeline, self.answer = W.HTML(), W.HTML(), W.HTML(), W.HTML()
+        self.reaction, self.hint_text = W.HTML(), W.HTML()
+        inside = [self.inside_box, self.point_button] if self.level is None or self.level.inside else []
+        title = [] if self.level is None else [W.HTML(
+            f"<h3>Level {self.level.number}: {escape(self.level.title)}</h3><p>{escape(self.level.goal)}</p>")]
         return W.VBox([W.HTML(page_css(".sc-static{display:none}")),  # a live widget hides the static snapshot
-                       W.HBox(list(self.buttons.values())),
-                       W.HBox([self.undo_button, self.reset_button, self.reveal_button]),
-                       self.status, self.answer, self.tree, self.timeline])
+                       *title, W.HBox(list(self.buttons.values())), W.HBox(inside),
+                       W.HBox([self.undo_button, self.reset_button, self.hint_button, self.reveal_button]),
+                       self.status, self.reaction, self.hint_text, self.answer, self.tree, self.timeline])
+
+    def _click(self, actor: str) -> None:
+        try:
+            if self.inside is None and self.inside_box.value:
+                self.step_inside(actor)
+            else:
+                self.pick(actor)
+        except ScheduleError as e:  # a refused move is shown, not raised into the notebook
+            self.said = str(e)
+            self.refresh()
+
+    def _show_hint(self) -> None:
+        text = self.hint()
+        self.hint_text.value = f'<p class="sc-hint"><b>Hint:</b> {escape(text)}</p>'
 
     def refresh(self) -> None:
         if self.widget is None:
@@ -140,17 +445,23 @@ class SchedulerGame:
         nxt = self.next_ops()
         for actor, button in self.buttons.items():
             button.description = f"{actor}: {nxt[actor]}" if actor in nxt else f"{actor}: done"
-            button.disabled = actor not in nxt or self.over
+            locked = self.inside is not None and actor != self.turns[-1]
+            button.disabled = (actor not in nxt or self.over) and not (self.inside and actor == self.turns[-1]) \
+                or locked
             button.button_style = "" if actor in nxt else "info"
+        self.point_button.disabled = self.inside is None
         win = self.reached_assertion
         self.status.value = (f'<p class="sc-{"red" if win else "ok"}" style="font-size:16px;padding:6px">'
                              f"{escape(self.message())}</p>")
+        self.reaction.value = (f'<p class="sc-red" style="padding:6px"><b>{escape(self.said)}</b></p>'
+                               if self.said else "")
         self.answer.value = "" if not self.revealed else (
             f"<p>Minimal failing schedule: <code>{escape(self.minimal)}</code></p>" if self.minimal
             else "<p>No minimal schedule is recorded for this scenario; the explorer can find one.</p>")
         self.tree.value = f'<div class="sc-tree">{self.tree_svg()}</div>'
         t = self.run.trace
-        self.timeline.value = timeline_svg(t, len(t.steps) - 1 if t.steps else None, title="your schedule")
+        at = self.inside[self.at] if self.inside is not None else (len(t.steps) - 1 if t.steps else None)
+        self.timeline.value = timeline_svg(t, at, title="your schedule")
 
     def _repr_mimebundle_(self, **kw):
         return self.widget._repr_mimebundle_(**kw)
@@ -160,7 +471,9 @@ class SchedulerGame:
         operations, the schedule so far and the tree it reached, as an image; no script, no widget."""
         ops = "".join(f"<li><b>{escape(a)}</b>: " + " ; ".join(escape(describe_op(op)) for op in ops) + "</li>"
                       for a, ops in self.scenario.actors.items())
-        return (f'<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif"><p><b>Be the scheduler</b> '
+        lv = "" if self.level is None else (f"<p><b>Level {self.level.number}: {escape(self.level.title)}</b>. "
+                                            f"{escape(self.level.goal)}</p>")
+        return (f'<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif">{lv}<p><b>Be the scheduler</b> '
                 f"(the buttons need a running kernel: run the notebook to play). The actors and their operations:"
                 f"</p><ul>{ops}</ul><p>{escape(self.message())}</p>{svg_img(self.tree_svg())}</div>")
 
