@@ -252,11 +252,13 @@ class OrderedLeafSet(LeafSet):
         SGLang: ``set.add`` on ``evictable_full_device_leaves`` / ``evictable_full_host_leaves``
         (hi_mamba_radix_cache.py:472-493); the kept heap has no counterpart (SGLang builds one per ``evict`` call)."""
         heap = self.heap
-        if heap is not None and node not in self:
-            heapq.heappush(heap, (node.last_access_time, node))
-            if self.log is None and len(heap) > 2 * len(self) + _COMPACT_SLACK:
-                self.compact()
-        super().add(node)
+        if heap is None or node in self:
+            super().add(node)
+            return
+        super().add(node)  # a member first: a compaction rebuilds the heap from the members, this one included
+        heapq.heappush(heap, (node.last_access_time, node))
+        if self.log is None and len(heap) > 2 * len(self) + _COMPACT_SLACK:
+            self.compact()
 
     def clear(self) -> None:
         """Empty the set and its heap.
