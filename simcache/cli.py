@@ -13,15 +13,11 @@ import re
 import sys
 from collections.abc import Sequence
 
+from .cli_numbers import LIMITS, MAX_JOBS, MAX_WORKLOAD_TURNS, UsageError, decimal, whole  # noqa: F401 -- re-exported
 from .errors import SimcacheError, shown
 from .transcript import damage_lines, transcript
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
 from .workload import WorkloadSpec
-
-
-class UsageError(SimcacheError):
-    pass
-
 
 DEVICE_HELP = ("where the device pools live: cpu (the default), cuda, cuda:N, or auto (cuda when available); "
                "the results are the same on each")
@@ -41,47 +37,6 @@ def _preset(name: str | None) -> str | None:
     if name is not None and name not in PRESETS:
         raise UsageError(f"unknown preset {shown(name)}; choose one of {', '.join(PRESETS)}")
     return name
-
-
-# --- numbers: plain ASCII decimals only (no '+5', '1_000', full-width digits, '1e3'), each with a cap --------------
-MAX_JOBS = 64
-LIMITS = {  # option -> (lowest, highest)
-    "budget": (1, 10_000_000), "bound": (0, 10_000), "seed": (-(2**63), 2**63 - 1), "jobs": (1, MAX_JOBS),
-    "streams": (1, 100_000), "requests": (1, 10_000),
-}
-MAX_WORKLOAD_TURNS = 20_000_000  # streams x requests x presets x pressures: hours of work beyond this
-_WHOLE = re.compile(r"-?[0-9]{1,20}")
-_DECIMAL = re.compile(r"-?(?:[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12})(?:[eE][-+]?[0-9]{1,3})?")
-
-
-def whole(option: str, text: str | int | None) -> int | None:
-    """``text`` as a whole number within ``LIMITS[option]``, else one sentence naming the option."""
-    if text is None or type(text) is int:
-        value = text
-    elif isinstance(text, str) and _WHOLE.fullmatch(text):
-        value = int(text)
-    else:
-        value = None
-    low, high = LIMITS[option]
-    said = str(text) if str(text).isprintable() and len(str(text)) <= 30 else shown(text, 30)
-    if value is None and isinstance(text, str) and text.isascii() and text.lstrip("-").isdigit():
-        value = high + 1 if not text.startswith("-") else low - 1  # too many digits to be sensible
-    span = "a whole number" + (f" >= {low}" if low > -1000 else "")
-    if value is None and text is not None or value is not None and value < low:
-        raise UsageError(f"--{option} must be {span}, not {said}; write plain digits like --{option} {max(low, 1)}")
-    if value is not None and value > high:
-        raise UsageError(f"--{option} {said} is over the limit of {high:,}; give a smaller number")
-    return value
-
-
-def decimal(option: str, text: str) -> float:
-    """``text`` as a plain decimal number (digits, a point, an exponent); refuses words, '_', non-ASCII digits."""
-    t = text.strip()
-    if _DECIMAL.fullmatch(t):
-        return float(t)
-    if t.lower().lstrip("+-") in ("inf", "infinity", "nan"):
-        return float(t)  # the range check names the allowed range
-    raise UsageError(f"--{option} takes plain numbers like 0.5 1 2, not {shown(text, 30)}")
 
 
 def _schedule(text: str | None) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .crash import STALE
+from .crash import STALE, cell
 from .errors import ConfigError
 from .lab import Lab
 from .render.display import CSS, HTML, PNG, Text
@@ -213,13 +213,7 @@ def races(result) -> int:
 # --- notebook 5: the outcome table -------------------------------------------------------------------------------
 
 def _cell(run) -> str:
-    c = run.crash
-    if c is None:
-        text = "clean"
-    elif STALE in c.message:
-        text = f"X in {c.function}"
-    else:
-        text = f"{c.message.split(',')[0]} in {c.function}"
+    text = cell(run.crash)
     hurt = damage(run)
     notes = [f"{k.replace('_', '-')} {p}" for p, d in hurt.items() for k in d]
     return text + (f" ({', '.join(notes)})" if notes else "")

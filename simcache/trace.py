@@ -42,7 +42,7 @@ from .explore.fastcopy import _COPIERS, _copy_node
 from .invariants import BOUNDARY_ONLY, INVARIANTS, BoundaryCheck, TrackedNode, check_all, failing
 from .keys import format_key
 from .node import TreeNode
-from .operations import describe_op
+from .operations import RAISED, describe_op
 from .snapshot import NodeView, Snapshot, node_view, pool_views, take
 from .state import holders_of, is_attached
 
@@ -525,8 +525,6 @@ class Recorder:
         """Replay operations (positions in ``ops``) from the nearest checkpoint through ``upto`` on a copy of the
         checkpoint's state, snapshotting the micro-steps in ``want``; with ``date``, check the invariants after
         every micro-step of operation ``upto`` (and stop before its end, leaving ``_pending`` as it was)."""
-        from .ops_run import apply_op
-
         first = min(want) if want else self.ops[upto].first_step
         pos = op_position(self, first)
         cp = next(c for c in reversed(self.checkpoints) if c.op <= pos)
@@ -534,7 +532,7 @@ class Recorder:
         for p in range(cp.op, upto + 1):
             rec = self.ops[p]
             r.begin_op(rec.index, rec.op, rec.actor)
-            code, crash = apply_op(r.driver, rec.index, rec.op)
+            code, crash = _apply(r.driver, rec)
             if crash is not None:
                 r.crash(crash)
             if date and p == upto:
@@ -577,8 +575,6 @@ class Recorder:
         checkpoint's stretch once; ``cache`` is a replay's copy, valid only inside ``fn``."""
         from bisect import bisect_right
 
-        from .ops_run import apply_op
-
         cps = [c.op for c in self.checkpoints]
         p = start
         while p < stop:
@@ -589,7 +585,7 @@ class Recorder:
             for q in range(cp.op, end):
                 rec = self.ops[q]
                 r.begin_op(rec.index, rec.op, rec.actor)
-                code, crash = apply_op(r.driver, rec.index, rec.op)
+                code, crash = _apply(r.driver, rec)
                 if crash is not None:
                     r.crash(crash)
                 r.end_op(rec.index, code)
@@ -665,6 +661,12 @@ def _step_json(s: MicroStep, enc, memo: dict) -> str:
 
 _POOL_DETAIL = {"pool", "slots"}
 _INT = {int}
+
+
+def _apply(drv, rec) -> tuple[str, object]:
+    """Re-run recorded operation ``rec`` on a replay's driver: its status and, if it raised, its ``Crash``."""
+    code = drv.step(rec.op, rec.index)
+    return code, (drv.cache.crashed if code == RAISED else None)
 
 
 def _describe(kind: str, d: dict) -> tuple[str, dict]:

@@ -48,7 +48,7 @@ ARTEFACT_NAMES = ("schedule.txt", "minimal.yaml", "trace.json", "explore.json") 
 
 
 def cli_explore(a) -> int:
-    from ..cli import UsageError, whole
+    from ..cli_numbers import UsageError, whole
     from ..safe_io import check_folder, write_folder
     from .artefacts import artefact_texts, test_file_name
     from .shrink import shrink
