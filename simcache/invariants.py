@@ -560,16 +560,20 @@ class BoundaryCheck:
         # 1. the attached tree: walk from root along the paths to what moved (where it is now and where it was)
         marks: set[int] = set()
         down: dict[int, dict] = {}  # marked node -> its marked children (the walk's way down)
+
+        def mark_path(x) -> None:  # x and its ancestors up to the root or an already marked node
+            while x is not None and id(x) not in marks:
+                marks.add(id(x))
+                if x is root:
+                    break
+                p = x.parent
+                if p is not None:
+                    down.setdefault(id(p), {})[id(x)] = x
+                x = p
+
         for n in moved:
-            for x in (n, old_par.get(id(n))):
-                while x is not None and id(x) not in marks:
-                    marks.add(id(x))
-                    if x is root:
-                        break
-                    p = x.parent
-                    if p is not None:
-                        down.setdefault(id(p), {})[id(x)] = x
-                    x = p
+            mark_path(n)
+            mark_path(old_par.get(id(n)))
         # children whose link to a node may have changed, by node: through their parent pointer or the node's dict
         cands: dict[int, dict] = {}
         for n in moved:
@@ -578,16 +582,8 @@ class BoundaryCheck:
                     cands.setdefault(id(p), {})[id(n)] = n
         for p, c in links:
             cands.setdefault(id(p), {})[id(c)] = c
-            marks_chain = p
-            while marks_chain is not None and id(marks_chain) not in marks:
-                marks.add(id(marks_chain))
-                if marks_chain is root:
-                    break
-                q = marks_chain.parent
-                if q is not None:
-                    down.setdefault(id(q), {})[id(marks_chain)] = marks_chain
-                marks_chain = q
-        ck = cache.ck
+            mark_path(p)
+        ck = cache.child_key
         removed, added, visited = [], [], []
         if id(root) in marks:
             stack = [(root, _H0, 0)]
