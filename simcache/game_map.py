@@ -4,7 +4,8 @@ Vocabulary
 - A level's *map* is a graph: a *state* is a cache state after some turns, deduplicated by the explorer's
   canonical state key (positions included), so two orders that reach the same cache share one state. An *edge*
   is one move (an actor's next operation) with its consequence: the state it reaches, the reaction sentence
-  (``game.reaction``) and, in levels that allow it, the points inside write_backup / evict_host with a drawing each.
+  (``game_levels.reaction``) and, in levels that allow it, the points inside write_backup / evict_host with a
+  drawing each.
 - The map is *bounded*: states are taken nearest the level's solution first (the solution's own states, then one
   move off it, two, ...) up to ``limit``; a move out of the map says so on the page (undo). Levels D, A and B are
   complete under the default limit; C and crash_pr hold their solution and its neighbourhood.
@@ -25,8 +26,8 @@ from pathlib import Path
 
 from .errors import ConfigError, ScenarioError, shown
 from .explore.machine import Machine, plan_for, signature
-from .game import GOAL, LEVELS, points, reaction
-from .game import level as get_level
+from .game_levels import GOAL, LEVELS, points, reaction
+from .game_levels import level as get_level
 from .operations import describe_op
 from .render.dot import snapshot_to_dot
 from .render.frames import page_size, tree_dot

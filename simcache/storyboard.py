@@ -25,7 +25,7 @@ import shlex
 from pathlib import Path
 
 from .errors import ConfigError, FileError
-from .game import _cause, _holder, _join
+from .game_levels import _cause, _holder, _join
 from .render.dot import legend_dot
 from .render.frames import op_text, tree_dot
 from .render.moments import compare_positions

@@ -9,8 +9,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools" / "import_graph.py")
 import_graph = importlib.util.module_from_spec(_spec)
@@ -65,19 +63,9 @@ def test_views_never_import_the_explorer_or_the_cli():
     assert import_graph.imports_above(GRAPH, views, ("simcache.explore", "simcache.cli", "simcache.teach")) == []
 
 
-# the one cycle left: the game's level table (game) and its precomputed map (game_map, imported lazily by the game
-# to tell a dead end) use each other; splitting the level table into its own module removes it
-KNOWN_CYCLES = [["simcache.game", "simcache.game_map"]]
-
-
-def test_the_only_import_cycle_is_the_known_one():
-    """The cli -> explore -> artefacts -> cli cycle (the transcript, the numbers) and the ops_run <-> trace one
-    (the replayer's step) are gone."""
-    assert [sorted(c) for c in import_graph.cycles(GRAPH)] == KNOWN_CYCLES
-
-
-@pytest.mark.xfail(strict=True, reason="game <-> game_map (KNOWN_CYCLES) is left")
 def test_there_is_no_import_cycle():
+    """The cli -> explore -> artefacts -> cli cycle (the transcript, the numbers), the ops_run <-> trace one (the
+    replayer's step) and game <-> game_map (the level table now lives in game_levels, which both read) are gone."""
     assert import_graph.cycles(GRAPH) == []
 
 
