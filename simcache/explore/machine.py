@@ -14,6 +14,8 @@ Vocabulary
 from __future__ import annotations
 
 import dataclasses
+from itertools import compress, filterfalse
+from operator import not_
 from dataclasses import dataclass
 
 from ..cache import HiMambaRadixCache
@@ -194,8 +196,9 @@ class Machine:
             pool = getattr(pools, name)
             if len(pool.free_slots) == pool.size and not pool.double_frees:
                 continue  # every slot free once (counts equal occurrences in the free list): nothing allocated
-            held = refs[name]
-            leaked = tuple(s for s, free in enumerate(pool._free_count) if free == 0 and s not in held)
+            # allocated (free count 0) and held by nothing, at C speed: the slots whose count is falsy, less held ones
+            counts = pool._free_count
+            leaked = tuple(filterfalse(refs[name].__contains__, compress(range(len(counts)), map(not_, counts))))
             if leaked:
                 out.append((f"leaked:{name}", leaked))
         for name in pools.NAMES:
