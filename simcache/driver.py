@@ -79,15 +79,17 @@ class Driver:
         return got
 
     def start(self, tokens: list[int], rid: str | None = None) -> str:
-        c, pools, ps = self.cache, self.cache.pools, self.cache.page_size
-        need, mneed = len(tokens), 2 if self.config.extra_buffer else 1
-        if pools.device_kv.available_size() < need:
-            c.evict(need - pools.device_kv.available_size())
-        if pools.device_mamba.available_size() < mneed:
-            c.evict(0, mamba_num=(mneed - pools.device_mamba.available_size()) if self.config.extra_buffer else 1)
-        if pools.device_kv.available_size() < need or pools.device_mamba.available_size() < mneed:
+        c = self.cache
+        pools, ps, extra = c.pools, c.page_size, c.config.extra_buffer
+        kv_pool, mamba_pool = pools.device_kv, pools.device_mamba
+        need, mneed = len(tokens), 2 if extra else 1
+        if kv_pool.available_size() < need:
+            c.evict(need - kv_pool.available_size())
+        if mamba_pool.available_size() < mneed:
+            c.evict(0, mamba_num=(mneed - mamba_pool.available_size()) if extra else 1)
+        if kv_pool.available_size() < need or mamba_pool.available_size() < mneed:
             raise Skip(NO_ROOM)
-        tracked = (len(tokens) // ps * ps or None) if self.config.extra_buffer else None
+        tracked = (len(tokens) // ps * ps or None) if extra else None
         req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
         res = c.match_prefix(tokens)
         prefix, last = list(res.device_indices), res.last_device_node
@@ -98,25 +100,25 @@ class Driver:
             if len(vals) > 0:
                 prefix, last = prefix + list(vals), node
         c.inc_lock_ref(last)
-        new = pools.device_kv.alloc(len(tokens) - len(prefix))
+        new = kv_pool.alloc(len(tokens) - len(prefix))
         if req.mamba_pool_idx is not None:
             m = [req.mamba_pool_idx]
         else:
             m = self._alloc_mamba() if new is not None else None
-        trk = self._alloc_mamba() if (new is not None and m is not None and self.config.extra_buffer) else None
-        if new is None or m is None or (self.config.extra_buffer and trk is None):
-            for pool, got in ((pools.device_kv, new), (pools.device_mamba, m)):
+        trk = self._alloc_mamba() if (new is not None and m is not None and extra) else None
+        if new is None or m is None or (extra and trk is None):
+            for pool, got in ((kv_pool, new), (mamba_pool, m)):
                 if got:
                     pool.free(got)
             c.dec_lock_ref(last)
             raise Skip(NO_SLOTS)
         # the "model" computes KV for the new tokens and the Mamba states; each is a function of its prefix
-        if pools.device_kv.keeps_data:  # (the explorer's machines keep none: nothing to compute)
+        if kv_pool.keeps_data:  # (the explorer's machines keep none: nothing to compute)
             fps = kv_fingerprints(tokens)
-            pools.device_kv.write(new, fps[len(prefix) :])
-            pools.device_mamba.write(m, [mamba_fingerprint_of(fps, len(tokens))])
+            kv_pool.write(new, fps[len(prefix) :])
+            mamba_pool.write(m, [mamba_fingerprint_of(fps, len(tokens))])
             if trk is not None:
-                pools.device_mamba.write(trk, [mamba_fingerprint_of(fps, tracked or 0)])
+                mamba_pool.write(trk, [mamba_fingerprint_of(fps, tracked or 0)])
         req.rid = rid or f"r{self.nreq}"
         self.nreq += 1
         req.kv = prefix + new
@@ -191,11 +193,16 @@ class Driver:
         except SimcacheError:
             raise
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            if op.get("op") not in self.RUN:
-                raise ScenarioError(f"op {index}: unknown op {op.get('op')!r}") from None
-            raise_if_internal(e, f"op {index} ({op.get('op')})")
-            self.cache.crashed = crash_from(e)
-            return RAISED
+            return self.raised(op, index, e)
+
+    def raised(self, op: dict, index: int, e: Exception) -> str:
+        """``step``'s status for an exception (not a ``Skip`` or ``SimcacheError``) that operation ``index`` raised:
+        ``x``, with its ``Crash`` in ``cache.crashed``; an unknown op or a bug of simcache's observers is raised."""
+        if op.get("op") not in self.RUN:
+            raise ScenarioError(f"op {index}: unknown op {op.get('op')!r}") from None
+        raise_if_internal(e, f"op {index} ({op.get('op')})")
+        self.cache.crashed = crash_from(e)
+        return RAISED
 
     def apply(self, op: dict, index: int) -> None:
         """Apply operation number ``index`` (``index`` names it in errors and seeds a prefetch's page hashes); a

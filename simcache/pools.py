@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat, starmap
 
 import torch
 
@@ -123,9 +124,14 @@ class SlotPool:
                 self.observer(self.name, "alloc_fail", (n,))
             return None
         pop, counts = self.free_slots.popleft, self._free_count
-        out = [pop() for _ in range(n)]
-        for s in out:
+        if n == 1:  # a Mamba state, most allocations: no loop
+            s = pop()
             counts[s] -= 1
+            out = [s]
+        else:
+            out = list(starmap(pop, repeat((), n)))  # n pops at C speed
+            for s in out:
+                counts[s] -= 1
         self.num_allocs += 1
         if self.observer is not None:
             self.observer(self.name, "alloc", tuple(out))
@@ -134,7 +140,7 @@ class SlotPool:
     def free(self, slots: Iterable[int]) -> int:
         slots = list(slots)
         counts = self._free_count
-        dup = tuple(s for s in slots if counts[s] > 0)
+        dup = tuple(compress(slots, map(counts.__getitem__, slots)))  # already free (counts are never negative)
         if dup:
             self.double_frees.append(DoubleFree(self.name, dup, self.stack_fn()))
             if self.observer is not None:
