@@ -210,9 +210,11 @@ class Driver:
         run = self.RUN.get(op["op"])
         if run is None:
             raise ScenarioError(f"op {index}: unknown op {op['op']!r}")
-        run(self, op, index)
+        skipped = run(self, op, index)
+        if skipped is not None:
+            raise Skip(skipped)
 
-    def _request(self, op: dict, index: int) -> None:
+    def _request(self, op: dict, index: int) -> str | None:
         rid = op.get("rid")
         if rid is not None and rid in self.live:  # would silently drop the live one
             raise ScenarioError(f"op {index}: request id {rid!r} is still live; give each started request its own "
@@ -221,63 +223,63 @@ class Driver:
         if op["op"] == "request":
             self.finish(rid)
 
-    def _finish_oldest(self, op: dict, index: int) -> None:
+    def _finish_oldest(self, op: dict, index: int) -> str | None:
         if not self.live:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.finish(next(iter(self.live)))
 
-    def _finish(self, op: dict, index: int) -> None:
+    def _finish(self, op: dict, index: int) -> str | None:
         rid = op.get("rid", next(iter(self.live), None))  # no rid (plain ops list): the oldest live request
         if rid not in self.live:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.finish(rid)
 
-    def _evict(self, op: dict, index: int) -> None:
+    def _evict(self, op: dict, index: int) -> str | None:
         self.cache.evict(op["n"])
 
-    def _evict_mamba(self, op: dict, index: int) -> None:
+    def _evict_mamba(self, op: dict, index: int) -> str | None:
         self.cache.evict(0, mamba_num=op["n"])
 
-    def _evict_host(self, op: dict, index: int) -> None:
+    def _evict_host(self, op: dict, index: int) -> str | None:
         self.cache.evict_host(op["n"])
 
-    def _events(self, op: dict, index: int) -> None:
+    def _events(self, op: dict, index: int) -> str | None:
         self.cache.check_hicache_events()
 
-    def _write_ack(self, op: dict, index: int) -> None:
+    def _write_ack(self, op: dict, index: int) -> str | None:
         if self.cache.controller.complete_writes(op.get("n", 1)) == 0:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.cache.check_hicache_events()
 
-    def _load_ack(self, op: dict, index: int) -> None:
+    def _load_ack(self, op: dict, index: int) -> str | None:
         if self.cache.controller.complete_loads(op.get("n", 1)) == 0:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.cache.check_hicache_events()
 
-    def _l3_ack(self, op: dict, index: int) -> None:
+    def _l3_ack(self, op: dict, index: int) -> str | None:
         cc = self.cache.controller
         if not cc.pending_backups:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         cc.complete_backup(min(cc.pending_backups))
         self.cache.check_hicache_events()
 
-    def _prefetch(self, op: dict, index: int) -> None:
+    def _prefetch(self, op: dict, index: int) -> str | None:
         c = self.cache
         if not c.enable_storage or c.ongoing_prefetch:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         tokens = list(op["tokens"])
         res = c.match_prefix(tokens)
         rest = tokens[len(res.device_indices) + res.host_hit_length :]
         if not rest:
-            raise Skip(NOTHING_TO_FETCH)
+            return NOTHING_TO_FETCH
         c.prefetch_from_storage("pf", res.last_host_node, rest)
         if "pf" not in c.ongoing_prefetch:
-            raise Skip(PREFETCH_DECLINED)
+            return PREFETCH_DECLINED
 
-    def _prefetch_done(self, op: dict, index: int) -> None:
+    def _prefetch_done(self, op: dict, index: int) -> str | None:
         c, cc = self.cache, self.cache.controller
         if "pf" not in c.ongoing_prefetch:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         pop = c.ongoing_prefetch["pf"].operation
         n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
         hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
@@ -285,11 +287,13 @@ class Driver:
         cc.append_host_mem_release(pop.host_indices[n:])
         c.check_prefetch_progress("pf")
 
-    def _inject(self, op: dict, index: int) -> None:
+    def _inject(self, op: dict, index: int) -> str | None:
         self.inject(op["nodes"])
 
-    # operation name -> the method that runs it (every name of operations.OPS, checked below)
-    RUN: ClassVar[dict[str, Callable[[Driver, dict, int], None]]] = {
+    # operation name -> the method that runs it (every name of operations.OPS, checked below); a method returns None
+    # when it applied the operation, or the skip letter when it turned it away at once (``apply`` raises that as a
+    # ``Skip``; a skip found deeper, in ``start``, is raised there)
+    RUN: ClassVar[dict[str, Callable[[Driver, dict, int], str | None]]] = {
         "request": _request, "start": _request, "finish": _finish, "finish_oldest": _finish_oldest,
         "evict": _evict, "evict_mamba": _evict_mamba, "evict_host": _evict_host, "events": _events,
         "l3_ack": _l3_ack, "write_ack": _write_ack, "load_ack": _load_ack, "prefetch": _prefetch,

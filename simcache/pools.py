@@ -34,7 +34,7 @@ from itertools import compress, repeat, starmap
 
 import torch
 
-from .streams import backend_for, resolve_device
+from .streams import _CPU, backend_for, resolve_device
 
 _MASK = (1 << 62) - 1
 
@@ -73,7 +73,8 @@ class PoolAccounting:
     shared: tuple[int, ...]
 
 
-_CPU = torch.device("cpu")  # devices are immutable: one object serves every CPU pool
+# ``_CPU`` (streams.py): devices are immutable, one object serves every CPU pool, and ``is _CPU`` answers without
+# asking torch (reading ``device.type`` builds a string in C++: a few per pool were 1% of an explorer schedule)
 
 
 class SlotPool:
@@ -87,7 +88,7 @@ class SlotPool:
         self.device = device if type(device) is torch.device else (
             _CPU if device == "cpu" else torch.device(device))
         self._pin = pin
-        if self.device.type != "cpu":  # a CPU pool's tensor is made on first use (``__getattr__``)
+        if self.device is not _CPU and self.device.type != "cpu":  # a CPU pool's tensor: on first use (__getattr__)
             self._make_data()
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
@@ -372,7 +373,7 @@ class Pools:
         """Pools whose device tier is on ``device``; ``streams`` overrides its stream backend (the emulation)."""
         dev = resolve_device(device) if isinstance(device, str) else torch.device(device)
         st = backend_for(dev) if streams is None else streams
-        pin = dev.type == "cuda"
+        pin = dev is not _CPU and dev.type == "cuda"
         return cls(SlotPool("device_kv", device_kv, dev, streams=st),
                    SlotPool("device_mamba", device_mamba, dev, streams=st),
                    SlotPool("host_kv", host_kv, "cpu", pin=pin, host=True, streams=st),

@@ -14,9 +14,9 @@ Vocabulary
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from itertools import compress, filterfalse
 from operator import not_
-from dataclasses import dataclass
 
 from ..cache import HiMambaRadixCache
 from ..crash import signature  # noqa: F401 -- its home is crash.py; the explorer imports it from here
@@ -143,8 +143,7 @@ class Machine:
             if run is None:
                 status = driver.step(op, index)  # an unknown op: its error
             else:
-                run(driver, op, index)
-                status = APPLIED
+                status = run(driver, op, index) or APPLIED  # None, or the letter of a skip decided at once
         except Skip as s:
             status = s.code
         except SimcacheError as e:  # a conflict only some interleavings reach: name the one that did
