@@ -161,16 +161,19 @@ class LRUList:
         """Move ``node`` and its qualifying ancestors to the MRU end, each child ahead of its parent.
 
         SGLang: ``LRUList.reset_node_and_parents_mru``, mamba_radix_cache.py:225."""
-        anchor = self.head
+        anchor, full, cache = self.head, self.kind == "full", self.cache
         while node is not root:
             # SGLang checks the *device* Mamba state here for every Mamba-flavoured list.
-            if self.kind == "full" or node.mamba_value is not None:
-                link = self.cache.get(node.id)
+            if full or node.mamba_value is not None:
+                link = cache.get(node.id)
                 if link is None:
                     raise CacheAssertion(
                         f"Resetting node node.id={node.id} not in lru list when resetting node and parents mru")
-                self._unlink(link)
-                self._link_after(anchor, link)
+                if link.prev is not anchor:  # _unlink, then _link_after(anchor); already there: nothing moves
+                    link.prev.next, link.next.prev = link.next, link.prev
+                    after = anchor.next
+                    link.prev, link.next = anchor, after
+                    after.prev = anchor.next = link
                 anchor = link
             node = node.parent
 

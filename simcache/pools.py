@@ -77,6 +77,15 @@ class PoolAccounting:
 # asking torch (reading ``device.type`` builds a string in C++: a few per pool were 1% of an explorer schedule)
 
 
+_MINUS_ONE, _PLUS_ONE = (-1).__add__, (1).__add__
+
+
+def _shift(counts: list[int], slots: list[int], by: Callable[[int], int]) -> None:
+    """``counts[s] = by(counts[s])`` for each slot in order, at C speed (every pool operation does this): the maps
+    are lazy, so a slot listed twice is read after its first write and moves twice, as in a loop."""
+    deque(map(counts.__setitem__, slots, map(by, map(counts.__getitem__, slots))), 0)
+
+
 class SlotPool:
     """A free list of ``size`` slots over a data tensor on ``device``; ``host`` pools are the CPU tier."""
 
@@ -124,15 +133,14 @@ class SlotPool:
             if self.observer is not None:
                 self.observer(self.name, "alloc_fail", (n,))
             return None
-        pop, counts = self.free_slots.popleft, self._free_count
-        if n == 1:  # a Mamba state, most allocations: no loop
+        pop = self.free_slots.popleft
+        if n == 1:  # a Mamba state, most allocations
             s = pop()
-            counts[s] -= 1
+            self._free_count[s] -= 1
             out = [s]
         else:
             out = list(starmap(pop, repeat((), n)))  # n pops at C speed
-            for s in out:
-                counts[s] -= 1
+            _shift(self._free_count, out, _MINUS_ONE)
         self.num_allocs += 1
         if self.observer is not None:
             self.observer(self.name, "alloc", tuple(out))
@@ -146,8 +154,10 @@ class SlotPool:
             self.double_frees.append(DoubleFree(self.name, dup, self.stack_fn()))
             if self.observer is not None:
                 self.observer(self.name, "double_free", dup)
-        for s in slots:
-            counts[s] += 1
+        if len(slots) == 1:
+            counts[slots[0]] += 1
+        else:
+            _shift(counts, slots, _PLUS_ONE)
         self.free_slots.extend(slots)
         if self.observer is not None:
             self.observer(self.name, "free", tuple(slots))
