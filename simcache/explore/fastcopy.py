@@ -55,6 +55,7 @@ def _copy_pool(x: SlotPool, memo: dict) -> SlotPool:
     y = memo[id(x)] = SlotPool.__new__(SlotPool)
     y.__dict__.update(x.__dict__)  # name, size, device, data (shared), counters, observer, stack_fn
     y.free_slots, y._free_count, y.double_frees = deque(x.free_slots), x._free_count[:], x.double_frees[:]
+    y.inflight, y.readers = x.inflight[:], x.readers[:]  # (empty without streams; never shared between copies)
     return y
 
 
@@ -143,3 +144,4 @@ def fast_copy(x, memo: dict):
                 pass
     memo[id(x)] = y
     return y
+
