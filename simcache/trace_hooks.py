@@ -85,5 +85,11 @@ class LeafSet(dict):
         """The members in insertion order, as a list taken now (callers discard while they iterate)."""
         return iter(list(dict.__iter__(self)))
 
+    @property
+    def _d(self) -> dict:
+        """The members as a dict: this set itself (the attribute that held them before the set became a dict, kept for
+        code written against it; ``dict.__iter__(s)`` walks the members without the snapshot ``iter(s)`` takes)."""
+        return self
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {list(dict.__iter__(self))!r})"
