@@ -222,7 +222,10 @@ def against(ref: str, names: list[str], n: int, rounds: int) -> str:
     tree against ``ref``: alternating processes, the best of 3 passes each (CPU time), medians over ``rounds``."""
     root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(root), "archive", ref, "simcache", "assets"], capture_output=True,
+        # ``assets`` only where the revision has it (git archive refuses a path it lacks)
+        listed = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", ref, "simcache", "assets"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref, *listed], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         got: dict[str, list[list[float]]] = {"ref": [], "now": []}

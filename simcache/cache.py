@@ -31,6 +31,7 @@ turns that into an outcome at the operation boundary.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from operator import attrgetter
 
 from .config import CacheConfig
 from .controller import CacheController
@@ -296,6 +297,9 @@ class _UntracedCache(HiMambaRadixCache):
     """The same cache with every ``@simulated`` method unwrapped (the recorder hook is gone, not just idle): the
     class of a cache without a recorder. Names in call stacks and ``raised_in`` come from the wrapped functions'
     code objects, so they are the same in both classes."""
+
+    # read at every hook site (``if self.recorder is not None``): a C getter, no Python call (always None here)
+    recorder = property(attrgetter("_recorder"), HiMambaRadixCache.recorder.fset)
 
 
 def _unwrap_simulated() -> None:

@@ -79,15 +79,17 @@ class Driver:
         return got
 
     def start(self, tokens: list[int], rid: str | None = None) -> str:
-        c, pools, ps = self.cache, self.cache.pools, self.cache.page_size
-        need, mneed = len(tokens), 2 if self.config.extra_buffer else 1
-        if pools.device_kv.available_size() < need:
-            c.evict(need - pools.device_kv.available_size())
-        if pools.device_mamba.available_size() < mneed:
-            c.evict(0, mamba_num=(mneed - pools.device_mamba.available_size()) if self.config.extra_buffer else 1)
-        if pools.device_kv.available_size() < need or pools.device_mamba.available_size() < mneed:
+        c = self.cache
+        pools, ps, extra = c.pools, c.page_size, c.config.extra_buffer
+        kv_pool, mamba_pool = pools.device_kv, pools.device_mamba
+        need, mneed = len(tokens), 2 if extra else 1
+        if kv_pool.available_size() < need:
+            c.evict(need - kv_pool.available_size())
+        if mamba_pool.available_size() < mneed:
+            c.evict(0, mamba_num=(mneed - mamba_pool.available_size()) if extra else 1)
+        if kv_pool.available_size() < need or mamba_pool.available_size() < mneed:
             raise Skip(NO_ROOM)
-        tracked = (len(tokens) // ps * ps or None) if self.config.extra_buffer else None
+        tracked = (len(tokens) // ps * ps or None) if extra else None
         req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
         res = c.match_prefix(tokens)
         prefix, last = list(res.device_indices), res.last_device_node
@@ -98,25 +100,25 @@ class Driver:
             if len(vals) > 0:
                 prefix, last = prefix + list(vals), node
         c.inc_lock_ref(last)
-        new = pools.device_kv.alloc(len(tokens) - len(prefix))
+        new = kv_pool.alloc(len(tokens) - len(prefix))
         if req.mamba_pool_idx is not None:
             m = [req.mamba_pool_idx]
         else:
             m = self._alloc_mamba() if new is not None else None
-        trk = self._alloc_mamba() if (new is not None and m is not None and self.config.extra_buffer) else None
-        if new is None or m is None or (self.config.extra_buffer and trk is None):
-            for pool, got in ((pools.device_kv, new), (pools.device_mamba, m)):
+        trk = self._alloc_mamba() if (new is not None and m is not None and extra) else None
+        if new is None or m is None or (extra and trk is None):
+            for pool, got in ((kv_pool, new), (mamba_pool, m)):
                 if got:
                     pool.free(got)
             c.dec_lock_ref(last)
             raise Skip(NO_SLOTS)
         # the "model" computes KV for the new tokens and the Mamba states; each is a function of its prefix
-        if pools.device_kv.keeps_data:  # (the explorer's machines keep none: nothing to compute)
+        if kv_pool.keeps_data:  # (the explorer's machines keep none: nothing to compute)
             fps = kv_fingerprints(tokens)
-            pools.device_kv.write(new, fps[len(prefix) :])
-            pools.device_mamba.write(m, [mamba_fingerprint_of(fps, len(tokens))])
+            kv_pool.write(new, fps[len(prefix) :])
+            mamba_pool.write(m, [mamba_fingerprint_of(fps, len(tokens))])
             if trk is not None:
-                pools.device_mamba.write(trk, [mamba_fingerprint_of(fps, tracked or 0)])
+                mamba_pool.write(trk, [mamba_fingerprint_of(fps, tracked or 0)])
         req.rid = rid or f"r{self.nreq}"
         self.nreq += 1
         req.kv = prefix + new
@@ -191,11 +193,16 @@ class Driver:
         except SimcacheError:
             raise
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            if op.get("op") not in self.RUN:
-                raise ScenarioError(f"op {index}: unknown op {op.get('op')!r}") from None
-            raise_if_internal(e, f"op {index} ({op.get('op')})")
-            self.cache.crashed = crash_from(e)
-            return RAISED
+            return self.raised(op, index, e)
+
+    def raised(self, op: dict, index: int, e: Exception) -> str:
+        """``step``'s status for an exception (not a ``Skip`` or ``SimcacheError``) that operation ``index`` raised:
+        ``x``, with its ``Crash`` in ``cache.crashed``; an unknown op or a bug of simcache's observers is raised."""
+        if op.get("op") not in self.RUN:
+            raise ScenarioError(f"op {index}: unknown op {op.get('op')!r}") from None
+        raise_if_internal(e, f"op {index} ({op.get('op')})")
+        self.cache.crashed = crash_from(e)
+        return RAISED
 
     def apply(self, op: dict, index: int) -> None:
         """Apply operation number ``index`` (``index`` names it in errors and seeds a prefetch's page hashes); a
@@ -203,9 +210,11 @@ class Driver:
         run = self.RUN.get(op["op"])
         if run is None:
             raise ScenarioError(f"op {index}: unknown op {op['op']!r}")
-        run(self, op, index)
+        skipped = run(self, op, index)
+        if skipped is not None:
+            raise Skip(skipped)
 
-    def _request(self, op: dict, index: int) -> None:
+    def _request(self, op: dict, index: int) -> str | None:
         rid = op.get("rid")
         if rid is not None and rid in self.live:  # would silently drop the live one
             raise ScenarioError(f"op {index}: request id {rid!r} is still live; give each started request its own "
@@ -214,63 +223,63 @@ class Driver:
         if op["op"] == "request":
             self.finish(rid)
 
-    def _finish_oldest(self, op: dict, index: int) -> None:
+    def _finish_oldest(self, op: dict, index: int) -> str | None:
         if not self.live:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.finish(next(iter(self.live)))
 
-    def _finish(self, op: dict, index: int) -> None:
+    def _finish(self, op: dict, index: int) -> str | None:
         rid = op.get("rid", next(iter(self.live), None))  # no rid (plain ops list): the oldest live request
         if rid not in self.live:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.finish(rid)
 
-    def _evict(self, op: dict, index: int) -> None:
+    def _evict(self, op: dict, index: int) -> str | None:
         self.cache.evict(op["n"])
 
-    def _evict_mamba(self, op: dict, index: int) -> None:
+    def _evict_mamba(self, op: dict, index: int) -> str | None:
         self.cache.evict(0, mamba_num=op["n"])
 
-    def _evict_host(self, op: dict, index: int) -> None:
+    def _evict_host(self, op: dict, index: int) -> str | None:
         self.cache.evict_host(op["n"])
 
-    def _events(self, op: dict, index: int) -> None:
+    def _events(self, op: dict, index: int) -> str | None:
         self.cache.check_hicache_events()
 
-    def _write_ack(self, op: dict, index: int) -> None:
+    def _write_ack(self, op: dict, index: int) -> str | None:
         if self.cache.controller.complete_writes(op.get("n", 1)) == 0:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.cache.check_hicache_events()
 
-    def _load_ack(self, op: dict, index: int) -> None:
+    def _load_ack(self, op: dict, index: int) -> str | None:
         if self.cache.controller.complete_loads(op.get("n", 1)) == 0:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         self.cache.check_hicache_events()
 
-    def _l3_ack(self, op: dict, index: int) -> None:
+    def _l3_ack(self, op: dict, index: int) -> str | None:
         cc = self.cache.controller
         if not cc.pending_backups:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         cc.complete_backup(min(cc.pending_backups))
         self.cache.check_hicache_events()
 
-    def _prefetch(self, op: dict, index: int) -> None:
+    def _prefetch(self, op: dict, index: int) -> str | None:
         c = self.cache
         if not c.enable_storage or c.ongoing_prefetch:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         tokens = list(op["tokens"])
         res = c.match_prefix(tokens)
         rest = tokens[len(res.device_indices) + res.host_hit_length :]
         if not rest:
-            raise Skip(NOTHING_TO_FETCH)
+            return NOTHING_TO_FETCH
         c.prefetch_from_storage("pf", res.last_host_node, rest)
         if "pf" not in c.ongoing_prefetch:
-            raise Skip(PREFETCH_DECLINED)
+            return PREFETCH_DECLINED
 
-    def _prefetch_done(self, op: dict, index: int) -> None:
+    def _prefetch_done(self, op: dict, index: int) -> str | None:
         c, cc = self.cache, self.cache.controller
         if "pf" not in c.ongoing_prefetch:
-            raise Skip(NOTHING_TO_DO)
+            return NOTHING_TO_DO
         pop = c.ongoing_prefetch["pf"].operation
         n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
         hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
@@ -278,11 +287,13 @@ class Driver:
         cc.append_host_mem_release(pop.host_indices[n:])
         c.check_prefetch_progress("pf")
 
-    def _inject(self, op: dict, index: int) -> None:
+    def _inject(self, op: dict, index: int) -> str | None:
         self.inject(op["nodes"])
 
-    # operation name -> the method that runs it (every name of operations.OPS, checked below)
-    RUN: ClassVar[dict[str, Callable[[Driver, dict, int], None]]] = {
+    # operation name -> the method that runs it (every name of operations.OPS, checked below); a method returns None
+    # when it applied the operation, or the skip letter when it turned it away at once (``apply`` raises that as a
+    # ``Skip``; a skip found deeper, in ``start``, is raised there)
+    RUN: ClassVar[dict[str, Callable[[Driver, dict, int], str | None]]] = {
         "request": _request, "start": _request, "finish": _finish, "finish_oldest": _finish_oldest,
         "evict": _evict, "evict_mamba": _evict_mamba, "evict_host": _evict_host, "events": _events,
         "l3_ack": _l3_ack, "write_ack": _write_ack, "load_ack": _load_ack, "prefetch": _prefetch,

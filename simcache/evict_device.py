@@ -28,20 +28,21 @@ class DeviceEviction:
         full_evicted = mamba_evicted = 0
         leaves = self.evictable_full_device_leaves
         if num_tokens > 0 and leaves.ordered():  # the same victims in the same order, without a heap per call
-            walk = EvictionRound(leaves)
-            try:
-                while full_evicted < num_tokens:
-                    x = walk.next()
-                    if x is None:
-                        break
-                    f, m = self._evict_device_leaf(x)
-                    full_evicted += f
-                    mamba_evicted += m
-                    parent = x.parent
-                    if parent in leaves:
-                        walk.push_parent(parent)
-            finally:
-                walk.close()
+            if leaves.heap:  # every member has an entry: without one there is no leaf to walk
+                walk = EvictionRound(leaves)
+                try:
+                    while full_evicted < num_tokens:
+                        x = walk.next()
+                        if x is None:
+                            break
+                        f, m = self._evict_device_leaf(x)
+                        full_evicted += f
+                        mamba_evicted += m
+                        parent = x.parent
+                        if parent in leaves:
+                            walk.push_parent(parent)
+                finally:
+                    walk.close()
         elif num_tokens > 0:  # SGLang's own way: a heap over every leaf, per call
             heap = [(n.last_access_time, n) for n in self.evictable_full_device_leaves]
             heapq.heapify(heap)

@@ -34,6 +34,8 @@ class HostEviction:
         SGLang: ``HiMambaRadixCache.evict_host``, hi_mamba_radix_cache.py:706 (``_evict_host_leaf`` :567)."""
         leaves = self.evictable_full_host_leaves
         if leaves.ordered():  # the same victims in the same order, without a heap per call (lru.py)
+            if not leaves.heap:  # every member has an entry: no member, nothing to walk
+                return
             walk, num_evicted = EvictionRound(leaves), 0
             try:
                 while num_evicted < num_tokens:

@@ -47,16 +47,17 @@ def format_key(key: Key) -> str:
 
 
 def page_hashes(key: Key, page_size: int, prior: str | None) -> list[str]:
-    """One chained hash string per page (the L3 page ids); deterministic and short, not cryptographic."""
+    """One chained hash string per page (the L3 page ids); deterministic and short, not cryptographic: FNV-1a over
+    the page's tokens, starting from the previous page's hash (``prior`` for the first page)."""
     out: list[str] = []
-    for start in range(0, len(key), page_size):
-        prior = f"{_fnv(key[start : start + page_size], prior):016x}"
-        out.append(prior)
-    return out
-
-
-def _fnv(tokens: Key, prior: str | None) -> int:
     h = 0xCBF29CE484222325 if prior is None else int(prior, 16)
-    for t in tokens:
-        h = ((h ^ (t & 0xFFFFFFFFFFFFFFFF)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
+    if page_size == 1:  # one page per token: no slicing
+        for t in key:
+            h = ((h ^ (t & 0xFFFFFFFFFFFFFFFF)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+            out.append(f"{h:016x}")
+        return out
+    for start in range(0, len(key), page_size):
+        for t in key[start : start + page_size]:  # the hash carried on is the one just spelled (16 hex digits)
+            h = ((h ^ (t & 0xFFFFFFFFFFFFFFFF)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        out.append(f"{h:016x}")
+    return out

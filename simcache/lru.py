@@ -24,10 +24,10 @@ from .trace_hooks import LeafSet
 class _Link:
     __slots__ = ("node", "prev", "next")
 
-    def __init__(self, node: TreeNode | None) -> None:
+    def __init__(self, node: TreeNode | None, prev: _Link | None = None, nxt: _Link | None = None) -> None:
         self.node = node
-        self.prev: _Link | None = None
-        self.next: _Link | None = None
+        self.prev: _Link | None = prev
+        self.next: _Link | None = nxt
 
 
 def _full_lock(n: TreeNode) -> int:
@@ -98,18 +98,18 @@ class LRUList:
 
         SGLang: ``LRUList.insert_mru``, mamba_radix_cache.py:241 (host list: ``HostLRUList.insert_mru``,
         hi_mamba_radix_cache.py:69)."""
-        if self.kind != "full":
+        kind = self.kind  # ``_holds_state``, inline: this is a hot path
+        if kind != "full" and (node.mamba_value if kind == "mamba" else node.mamba_host_value) is None:
             self._require_state(node, "Inserting")
-        cache = self.cache
-        if node.id in cache:
-            where = "host mamba lru list" if self.kind == "host_mamba" else "lru list"
-            extra = "" if self.kind == "host_mamba" else f", existing node: self.cache[node.id].id={node.id}"
-            raise CacheAssertion(f"Inserting node node.id={node.id} already in {where}{extra}")
-        link = cache[node.id] = _Link(node)
-        head = self.head  # _link_after(head, link), inline: this is a hot path
-        link.prev, link.next = head, head.next
-        head.next.prev = link
-        head.next = link
+        cache, nid = self.cache, node.id
+        if nid in cache:
+            where = "host mamba lru list" if kind == "host_mamba" else "lru list"
+            extra = "" if kind == "host_mamba" else f", existing node: self.cache[node.id].id={nid}"
+            raise CacheAssertion(f"Inserting node node.id={nid} already in {where}{extra}")
+        head = self.head  # _link_after(head, link), inline
+        first = head.next
+        link = cache[nid] = _Link(node, head, first)
+        first.prev = head.next = link
         if self.observer is not None:
             self.observer(self.kind, "insert", node)
 
@@ -121,7 +121,8 @@ class LRUList:
         link = self.cache.get(node.id)
         if link is None:
             raise self._absent(node, "Removing")
-        if self.kind != "full":
+        kind = self.kind
+        if kind != "full" and (node.mamba_value if kind == "mamba" else node.mamba_host_value) is None:
             self._require_state(node, "Removing")
         del self.cache[node.id]
         link.prev.next, link.next.prev = link.next, link.prev
@@ -147,28 +148,32 @@ class LRUList:
         link = self.cache.get(node.id)
         if link is None:
             raise self._absent(node, "Resetting")
-        if self.kind != "full":
+        kind = self.kind
+        if kind != "full" and (node.mamba_value if kind == "mamba" else node.mamba_host_value) is None:
             self._require_state(node, "Resetting")
         link.prev.next, link.next.prev = link.next, link.prev
         head = self.head
-        link.prev, link.next = head, head.next
-        head.next.prev = link
-        head.next = link
+        first = head.next
+        link.prev, link.next = head, first
+        first.prev = head.next = link
 
     def reset_node_and_parents_mru(self, node: TreeNode, root: TreeNode) -> None:
         """Move ``node`` and its qualifying ancestors to the MRU end, each child ahead of its parent.
 
         SGLang: ``LRUList.reset_node_and_parents_mru``, mamba_radix_cache.py:225."""
-        anchor = self.head
+        anchor, full, cache = self.head, self.kind == "full", self.cache
         while node is not root:
             # SGLang checks the *device* Mamba state here for every Mamba-flavoured list.
-            if self.kind == "full" or node.mamba_value is not None:
-                link = self.cache.get(node.id)
+            if full or node.mamba_value is not None:
+                link = cache.get(node.id)
                 if link is None:
                     raise CacheAssertion(
                         f"Resetting node node.id={node.id} not in lru list when resetting node and parents mru")
-                self._unlink(link)
-                self._link_after(anchor, link)
+                if link.prev is not anchor:  # _unlink, then _link_after(anchor); already there: nothing moves
+                    link.prev.next, link.next.prev = link.next, link.prev
+                    after = anchor.next
+                    link.prev, link.next = anchor, after
+                    after.prev = anchor.next = link
                 anchor = link
             node = node.parent
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat, starmap
 
 import torch
 
-from .streams import backend_for, resolve_device
+from .streams import _CPU, backend_for, resolve_device
 
 _MASK = (1 << 62) - 1
 
@@ -72,7 +73,17 @@ class PoolAccounting:
     shared: tuple[int, ...]
 
 
-_CPU = torch.device("cpu")  # devices are immutable: one object serves every CPU pool
+# ``_CPU`` (streams.py): devices are immutable, one object serves every CPU pool, and ``is _CPU`` answers without
+# asking torch (reading ``device.type`` builds a string in C++: a few per pool were 1% of an explorer schedule)
+
+
+_MINUS_ONE, _PLUS_ONE = (-1).__add__, (1).__add__
+
+
+def _shift(counts: list[int], slots: list[int], by: Callable[[int], int]) -> None:
+    """``counts[s] = by(counts[s])`` for each slot in order, at C speed (every pool operation does this): the maps
+    are lazy, so a slot listed twice is read after its first write and moves twice, as in a loop."""
+    deque(map(counts.__setitem__, slots, map(by, map(counts.__getitem__, slots))), 0)
 
 
 class SlotPool:
@@ -86,7 +97,7 @@ class SlotPool:
         self.device = device if type(device) is torch.device else (
             _CPU if device == "cpu" else torch.device(device))
         self._pin = pin
-        if self.device.type != "cpu":  # a CPU pool's tensor is made on first use (``__getattr__``)
+        if self.device is not _CPU and self.device.type != "cpu":  # a CPU pool's tensor: on first use (__getattr__)
             self._make_data()
         self.free_slots: deque[int] = deque(range(size))
         self._free_count = [1] * size
@@ -122,10 +133,14 @@ class SlotPool:
             if self.observer is not None:
                 self.observer(self.name, "alloc_fail", (n,))
             return None
-        pop, counts = self.free_slots.popleft, self._free_count
-        out = [pop() for _ in range(n)]
-        for s in out:
-            counts[s] -= 1
+        pop = self.free_slots.popleft
+        if n == 1:  # a Mamba state, most allocations
+            s = pop()
+            self._free_count[s] -= 1
+            out = [s]
+        else:
+            out = list(starmap(pop, repeat((), n)))  # n pops at C speed
+            _shift(self._free_count, out, _MINUS_ONE)
         self.num_allocs += 1
         if self.observer is not None:
             self.observer(self.name, "alloc", tuple(out))
@@ -134,13 +149,15 @@ class SlotPool:
     def free(self, slots: Iterable[int]) -> int:
         slots = list(slots)
         counts = self._free_count
-        dup = tuple(s for s in slots if counts[s] > 0)
+        dup = tuple(compress(slots, map(counts.__getitem__, slots)))  # already free (counts are never negative)
         if dup:
             self.double_frees.append(DoubleFree(self.name, dup, self.stack_fn()))
             if self.observer is not None:
                 self.observer(self.name, "double_free", dup)
-        for s in slots:
-            counts[s] += 1
+        if len(slots) == 1:
+            counts[slots[0]] += 1
+        else:
+            _shift(counts, slots, _PLUS_ONE)
         self.free_slots.extend(slots)
         if self.observer is not None:
             self.observer(self.name, "free", tuple(slots))
@@ -366,7 +383,7 @@ class Pools:
         """Pools whose device tier is on ``device``; ``streams`` overrides its stream backend (the emulation)."""
         dev = resolve_device(device) if isinstance(device, str) else torch.device(device)
         st = backend_for(dev) if streams is None else streams
-        pin = dev.type == "cuda"
+        pin = dev is not _CPU and dev.type == "cuda"
         return cls(SlotPool("device_kv", device_kv, dev, streams=st),
                    SlotPool("device_mamba", device_mamba, dev, streams=st),
                    SlotPool("host_kv", host_kv, "cpu", pin=pin, host=True, streams=st),

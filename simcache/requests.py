@@ -48,9 +48,9 @@ class RequestCaching:
         (``dec_lock_ref``).
         SGLang: ``MambaRadixCache.cache_finished_req``, mamba_radix_cache.py:506."""
         tokens, kv = list(req.tokens), list(req.kv[: len(req.tokens)])
-        keep_track = False
+        keep_track, extra = False, self.config.extra_buffer
         if is_insert:
-            cache_len = req.mamba_last_track_seqlen if self.config.extra_buffer else len(tokens)
+            cache_len = req.mamba_last_track_seqlen if extra else len(tokens)
             if cache_len is None:
                 cache_len = 0
             if cache_len != len(tokens):
@@ -60,7 +60,7 @@ class RequestCaching:
             aligned = page_floor(len(kv), self.page_size)
             if cache_len != aligned:
                 raise CacheAssertion(f"It is required cache_len={cache_len}, page_aligned_len={aligned}")
-            if self.config.extra_buffer:
+            if extra:
                 mamba_value, keep_track = [req.track_buffer], True
             else:
                 mamba_value = [req.mamba_pool_idx]
@@ -71,7 +71,7 @@ class RequestCaching:
             mamba_exist = True
         if mamba_exist:
             keep_track = False
-        if self.config.extra_buffer or mamba_exist:
+        if extra or mamba_exist:
             self._free_mamba_cache(req, keep_track)
         self.dec_lock_ref(req.last_node)
 

@@ -63,7 +63,7 @@ def resolve_device(name: object) -> torch.device:
 
 def backend_for(device: torch.device) -> CudaStreams | None:
     """The stream backend of pools on ``device``: real CUDA streams on a GPU, none (everything at once) on cpu."""
-    return CudaStreams(device) if device.type == "cuda" else None
+    return None if device is _CPU else CudaStreams(device) if device.type == "cuda" else None
 
 
 class CudaStreams:

@@ -52,36 +52,44 @@ def simulated_frames(exc: BaseException) -> list[str]:
     return names
 
 
-class LeafSet:
-    """An insertion-ordered set of nodes that tells an observer when membership really changes."""
+class LeafSet(dict):
+    """An insertion-ordered set of nodes that tells an observer when membership really changes.
 
-    __slots__ = ("name", "_d", "observer")
+    The members are the keys of the dict it is (values None), so ``node in s`` and ``len(s)`` run at C speed: the
+    cache tests membership on every leaf-status update and every eviction step. Equality and hashing stay by
+    identity, as for any other holder."""
+
+    __slots__ = ("name", "observer")
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
-        self._d: dict = {}
         self.observer: Callable[[str, str, object], None] | None = None
 
     def add(self, node) -> None:
-        if node not in self._d:
-            self._d[node] = None
+        if node not in self:
+            self[node] = None
             if self.observer is not None:
                 self.observer(self.name, "add", node)
 
     def discard(self, node) -> None:
-        if node in self._d:
-            del self._d[node]
+        if node in self:
+            del self[node]
             if self.observer is not None:
                 self.observer(self.name, "discard", node)
 
-    def __contains__(self, node) -> bool:
-        return node in self._d
-
     def __iter__(self) -> Iterator:
-        return iter(list(self._d))
+        """The members in insertion order, as a list taken now (callers discard while they iterate)."""
+        return iter(list(dict.__iter__(self)))
 
-    def __len__(self) -> int:
-        return len(self._d)
+    @property
+    def _d(self) -> dict:
+        """The members as a dict: this set itself (the attribute that held them before the set became a dict, kept for
+        code written against it; ``dict.__iter__(s)`` walks the members without the snapshot ``iter(s)`` takes)."""
+        return self
 
-    def clear(self) -> None:
-        self._d.clear()
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {list(dict.__iter__(self))!r})"

@@ -8,7 +8,7 @@ re-entrancy point where the loop's own ``node`` can be detached under its feet.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import CacheAssertion
 from .keys import Key, match_len, page_hashes
@@ -16,8 +16,9 @@ from .node import TreeNode
 from .trace_hooks import simulated
 
 
-@dataclass(frozen=True)
-class MatchResult:
+class MatchResult(NamedTuple):
+    """SGLang's ``MatchResult`` (a value: a NamedTuple, built on every match without a frozen dataclass's
+    per-field ``object.__setattr__``)."""
     device_indices: list[int]
     last_device_node: TreeNode
     last_host_node: TreeNode

@@ -42,3 +42,68 @@ def test_machines_of_one_plan_share_no_state():
     assert tree_slot_lines(a.cache) != [] and tree_slot_lines(b.cache) == [] and b.statuses == []
     assert b.cache.pools.device_kv.available_size() == b.cache.config.device_kv
     assert b.cache.config is a.cache.config and b.cache.root_node is not a.cache.root_node
+
+
+def test_a_clone_shares_no_mutable_container_of_the_original():
+    """``fast_copy`` copies every list, dict, deque, leaf set and LRU list it meets (the pools' in-flight copy and
+    reader lists too: they were shared between clones); only atoms, functions, tensors and frozen values are shared."""
+    import collections
+    import dataclasses
+
+    from simcache.lru import LRUList
+    from simcache.trace_hooks import LeafSet
+
+    plan = plan_for(load("crash_pr"), preset("pre_fix"))
+    m = Machine.replay(plan, draw_random(random.Random(2), plan.lengths)[:6])
+    c = m.clone()
+    mutable = (list, dict, set, collections.deque, collections.OrderedDict, LeafSet, LRUList)
+
+    def containers(root):
+        seen, stack, out = set(), [root], {}
+        while stack:
+            x = stack.pop()
+            if id(x) in seen or isinstance(x, (int, float, str, bytes, type(None))) or callable(x) and not hasattr(
+                    x, "__dict__") or dataclasses.is_dataclass(x) and type(x).__dataclass_params__.frozen:
+                continue
+            seen.add(id(x))
+            if isinstance(x, mutable):
+                out[id(x)] = type(x).__name__
+            if isinstance(x, dict):
+                stack += list(x.keys()) + list(x.values())
+            elif isinstance(x, (list, tuple, set, collections.deque)):
+                stack += list(x)
+            if hasattr(x, "__dict__") and not isinstance(x, type):
+                stack += list(vars(x).values())
+            for name in getattr(type(x), "__slots__", ()):
+                if hasattr(x, name):
+                    stack.append(getattr(x, name))
+        return out
+
+    original = containers((m.cache, m.driver))
+    shared = {original[k] for k in original.keys() & containers((c.cache, c.driver)).keys()}
+    assert len(original) > 30 and shared == set()
+
+
+def test_a_leaf_set_is_a_set_by_identity_that_reports_real_changes():
+    """A leaf set is the dict of its members (C-speed membership); it must still behave as the insertion-ordered
+    set SGLang's code sees: add/discard report only real changes, iteration is a snapshot, equality and hashing
+    are by identity (two empty sets are not equal)."""
+    from simcache.lru import OrderedLeafSet
+    from simcache.node import TreeNode
+    from simcache.trace_hooks import LeafSet
+
+    seen = []
+    s, t = LeafSet("a"), LeafSet("a")
+    s.observer = lambda name, what, node: seen.append((name, what, node))
+    s.add(3), s.add(1), s.add(3), s.discard(2)
+    for x in s:  # a snapshot: discarding while iterating is allowed
+        s.discard(x)
+    s.add(5)
+    assert seen == [("a", "add", 3), ("a", "add", 1), ("a", "discard", 3), ("a", "discard", 1), ("a", "add", 5)]
+    assert list(s) == [5] and len(s) == 1 and 5 in s and 3 not in s
+    assert s != t and LeafSet("b") != LeafSet("b") and len({s, t}) == 2 and s == s
+    o, node = OrderedLeafSet("o"), TreeNode(1, 4.0, (1,))
+    o.add(node)
+    assert list(o) == [node] and o.heap == [(4.0, node)]
+    o.clear()
+    assert list(o) == [] and o.heap == [] and not o

@@ -264,3 +264,18 @@ def test_teach_and_the_explorers_artefacts_do_not_import_the_cli():
             "print(sorted(m for m in sys.modules if m in ('simcache.cli', 'simcache.explore.cli')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['simcache.explore.cli']"  # simcache.explore's package imports its own command
+
+
+def test_an_operation_turned_away_returns_its_letter_and_apply_raises_it_as_a_skip():
+    """``Driver.RUN``'s methods return the letter of a skip decided at once (no exception per turned-away operation,
+    the explorer's machine reads it); ``apply`` still raises it as a ``Skip`` and ``step`` still returns it."""
+    from simcache.operations import NOTHING_TO_DO, Skip
+
+    d = Driver(HiMambaRadixCache(CacheConfig(storage=True)))
+    for op in ({"op": "l3_ack"}, {"op": "finish_oldest"}, {"op": "prefetch_done", "n": 1, "mamba_hit": False},
+               {"op": "write_ack"}, {"op": "load_ack"}):
+        assert Driver.RUN[op["op"]](d, op, 0) == NOTHING_TO_DO
+        with pytest.raises(Skip) as got:
+            d.apply(op, 0)
+        assert got.value.code == NOTHING_TO_DO and d.step(op, 0) == NOTHING_TO_DO
+    assert Driver.RUN["request"](d, {"op": "request", "tokens": [1, 2]}, 0) is None and d.nreq == 1

@@ -116,3 +116,19 @@ def test_cpu_pools_when_asked_for_cpu():
     assert {n: p.data.device.type for n, p in pools.all().items()} == dict(device_kv="cpu", device_mamba="cpu",
                                                                           host_kv="cpu", host_mamba="cpu")
     assert {n: p.size for n, p in pools.all().items()} == dict(device_kv=4, device_mamba=2, host_kv=4, host_mamba=2)
+
+
+def test_free_counts_follow_a_slot_listed_twice_through_frees_and_allocations():
+    """The counts move at C speed (``_shift``); a slot listed twice in one call must move twice, as in a loop, and
+    each count must stay the slot's occurrences in the free list."""
+    pool = SlotPool("device_kv", 4)
+    pool.alloc(4)
+    pool.free([2, 2, 3])  # slot 2 twice in one call: recorded as no double free (both were taken), counted twice
+    assert pool._free_count == [0, 0, 2, 1] and pool.double_frees == []
+    pool.free([3, 0])  # 3 again: a double free; 0 is new
+    assert pool.double_frees == [DoubleFree("device_kv", (3,), ())]
+    assert pool._free_count == [1, 0, 2, 2] and list(pool.free_slots) == [2, 2, 3, 3, 0]
+    assert pool.alloc(3) == [2, 2, 3] and pool._free_count == [1, 0, 0, 1]
+    assert pool.alloc(1) == [3] and pool.alloc(1) == [0] and pool._free_count == [0, 0, 0, 0]
+    for s in range(4):
+        assert pool._free_count[s] == list(pool.free_slots).count(s)

@@ -229,3 +229,29 @@ def test_page4_insert_under_a_split_prefix():
                                                           node_at(cache, [1, 2, 3, 4], [9, 9, 9, 9]))
     # a partial second page is cut off; the first page is a tombstone, so nothing is reusable
     assert cache.match_prefix([1, 2, 3, 4, 5, 6]).device_indices == []
+
+
+def test_page_hashes_chain_each_page_from_the_previous_page_s_hash_string():
+    """Each page's hash is FNV-1a over its tokens started from the previous page's hash as written (16 hex digits);
+    ``page_hashes`` carries the number instead of re-reading the string, and must give the same strings."""
+    import random
+
+    from simcache.keys import page_hashes
+
+    def reference(key, page_size, prior):
+        out = []
+        for start in range(0, len(key), page_size):
+            h = 0xCBF29CE484222325 if prior is None else int(prior, 16)
+            for t in key[start : start + page_size]:
+                h = ((h ^ (t & 0xFFFFFFFFFFFFFFFF)) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+            prior = f"{h:016x}"
+            out.append(prior)
+        return out
+
+    rng = random.Random(4)
+    for _ in range(500):
+        ps = rng.choice([1, 2, 16])
+        key = tuple(rng.randrange(-5, 1 << 40) for _ in range(ps * rng.randrange(0, 5)))
+        prior = rng.choice([None, f"{rng.getrandbits(64):016x}"])
+        assert page_hashes(key, ps, prior) == reference(key, ps, prior)
+    assert page_hashes((1, 2), 1, None) == ["af63bc4c8601b62c", "082f2407b4e8902a"]  # as before the carry

@@ -55,6 +55,7 @@ def _copy_pool(x: SlotPool, memo: dict) -> SlotPool:
     y = memo[id(x)] = SlotPool.__new__(SlotPool)
     y.__dict__.update(x.__dict__)  # name, size, device, data (shared), counters, observer, stack_fn
     y.free_slots, y._free_count, y.double_frees = deque(x.free_slots), x._free_count[:], x.double_frees[:]
+    y.inflight, y.readers = x.inflight[:], x.readers[:]  # (empty without streams; never shared between copies)
     return y
 
 
@@ -78,7 +79,7 @@ def _copy_lru(x: LRUList, memo: dict) -> LRUList:
 def _copy_leafset(x: LeafSet, memo: dict) -> LeafSet:
     y = memo[id(x)] = LeafSet.__new__(LeafSet)
     y.name, y.observer = x.name, x.observer
-    y._d = {memo.get(id(n)) or fast_copy(n, memo): None for n in x._d}
+    dict.update(y, {memo.get(id(n)) or fast_copy(n, memo): None for n in dict.__iter__(x)})
     return y
 
 
@@ -86,10 +87,8 @@ def _copy_ordered_leafset(x: OrderedLeafSet, memo: dict) -> OrderedLeafSet:
     """Members copied as a plain leaf set's; the heap rebuilt from the members (between rounds that is all an
     ``EvictionRound`` needs: an entry per member at its current time)."""
     y = memo[id(x)] = OrderedLeafSet.__new__(OrderedLeafSet)
-    for name in _slots_of(LeafSet):
-        v = getattr(x, name)
-        object.__setattr__(y, name, v if name == "observer" else fast_copy(v, memo))
-    y.log = None
+    y.name, y.observer, y.log = x.name, x.observer, None
+    dict.update(y, {memo.get(id(n)) or fast_copy(n, memo): None for n in dict.__iter__(x)})
     if x.heap is None:
         y.heap = None
     else:
@@ -145,3 +144,4 @@ def fast_copy(x, memo: dict):
                 pass
     memo[id(x)] = y
     return y
+

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from itertools import compress, filterfalse
+from operator import not_
 
 from ..cache import HiMambaRadixCache
 from ..crash import signature  # noqa: F401 -- its home is crash.py; the explorer imports it from here
 from ..driver import Driver
 from ..errors import SimcacheError
-from ..operations import RAISED
+from ..operations import APPLIED, RAISED, Skip
 from ..ops_run import build_config
 from ..scenario import Scenario
 from ..scheduler import Schedule, format_turns
@@ -59,7 +61,10 @@ def plan_for(scenario: Scenario, flags: Flags) -> Plan:
                 tuple(scenario.initial))
 
 
-_PREPARED: dict[int, tuple] = {}  # id(plan) -> (plan, its cache config, its ops by actor index): once per plan
+# id(plan) -> (plan, its cache config, its ops by actor index, its steps by actor index): once per plan. A step is
+# (op, the driver method that runs it), looked up once here rather than per operation (None for an unknown op:
+# ``Driver.step`` names it).
+_PREPARED: dict[int, tuple] = {}
 
 
 def _prepared(plan: Plan) -> tuple:
@@ -67,8 +72,10 @@ def _prepared(plan: Plan) -> tuple:
     if got is None or got[0] is not plan:
         if len(_PREPARED) > 64:
             _PREPARED.clear()
+        ops = tuple(plan.ops[a] for a in plan.actors)
+        steps = tuple(tuple((op, Driver.RUN.get(op.get("op"))) for op in actor_ops) for actor_ops in ops)
         got = _PREPARED[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"),
-                                     tuple(plan.ops[a] for a in plan.actors))
+                                     ops, steps)
     return got
 
 
@@ -106,7 +113,7 @@ class Machine:
         self.idx: list[int] = []  # the turns so far, as actor indices
         self.statuses: list[str] = []
         if plan.initial:
-            self._apply({"op": "inject", "nodes": list(plan.initial)})
+            self._apply(({"op": "inject", "nodes": list(plan.initial)}, Driver.RUN["inject"]))
 
     @property
     def turns(self) -> list[str]:
@@ -118,24 +125,34 @@ class Machine:
     def replay(cls, plan: Plan, turns) -> Machine:
         """A machine after ``turns`` (actor indices), stopped early at a crash."""
         m = cls(plan)
-        ops = _prepared(plan)[2]
+        steps = _prepared(plan)[3]
         pos, idx, apply = m.pos, m.idx, m._apply
         for i in turns if m.crash is None else ():  # ``step``, inlined: one schedule is a dozen operations
             k = pos[i]
             pos[i] = k + 1
             idx.append(i)
-            if apply(ops[i][k]) == "x":
+            if apply(steps[i][k]) == RAISED:
                 break
         return m
 
-    def _apply(self, op: dict) -> str:
+    def _apply(self, step: tuple) -> str:
+        """``Driver.step`` on a prepared step, without its lookup of the op's method (same statuses, same crash)."""
+        op, run = step
+        driver, index = self.driver, self.index
         try:
-            status = self.driver.step(op, self.index)
+            if run is None:
+                status = driver.step(op, index)  # an unknown op: its error
+            else:
+                status = run(driver, op, index) or APPLIED  # None, or the letter of a skip decided at once
+        except Skip as s:
+            status = s.code
         except SimcacheError as e:  # a conflict only some interleavings reach: name the one that did
             raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.idx else str(e)) from None
+        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+            status = driver.raised(op, index, e)
         if status == RAISED:
             self.crash = self.cache.crashed
-        self.index += 1
+        self.index = index + 1
         self.statuses.append(status)
         return status
 
@@ -143,7 +160,7 @@ class Machine:
         k = self.pos[actor_index]
         self.pos[actor_index] = k + 1
         self.idx.append(actor_index)
-        return self._apply(_prepared(plan)[2][actor_index][k])
+        return self._apply(_prepared(plan)[3][actor_index][k])
 
     def clone(self) -> Machine:
         """An independent copy (``fast_copy``); the pools' data tensors are shared (see the class doc)."""
@@ -194,8 +211,9 @@ class Machine:
             pool = getattr(pools, name)
             if len(pool.free_slots) == pool.size and not pool.double_frees:
                 continue  # every slot free once (counts equal occurrences in the free list): nothing allocated
-            held = refs[name]
-            leaked = tuple(s for s, free in enumerate(pool._free_count) if free == 0 and s not in held)
+            # allocated (free count 0) and held by nothing, at C speed: the slots whose count is falsy, less held ones
+            counts = pool._free_count
+            leaked = tuple(filterfalse(refs[name].__contains__, compress(range(len(counts)), map(not_, counts))))
             if leaked:
                 out.append((f"leaked:{name}", leaked))
         for name in pools.NAMES:

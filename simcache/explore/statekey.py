@@ -16,6 +16,8 @@ is listed below (a new attribute must be read here or knowingly left out).
 """
 from __future__ import annotations
 
+from itertools import count, filterfalse
+
 from ..cache import HiMambaRadixCache
 from ..driver import Driver
 
@@ -60,16 +62,16 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
 
     Written for speed (the explorer computes one per prefix): the helpers are inlined where a node's four slot
     lists are mostly None, and a list of slots is renamed with C-level ``map`` once its new slots are named."""
-    index: dict[int, int] = {}
+    index: dict = {}  # node -> its canonical number (nodes hash by identity)
     order: list = []
     names: tuple[dict, ...] = ({}, {}, {}, {})  # device_kv, device_mamba, host_kv, host_mamba
 
     def ref(n) -> int:
         if n is None:
             return _NONE
-        k = index.get(id(n))
+        k = index.get(n)
         if k is None:
-            k = index[id(n)] = len(order)
+            k = index[n] = len(order)
             order.append(n)
         return k
 
@@ -77,9 +79,8 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
         if slots is None:
             return _NONE
         d = names[pool]
-        for x in slots:
-            if x not in d:
-                d[x] = len(d)
+        # name the new slots in order of first appearance, at C speed: (distinct slots not yet named, next numbers)
+        d.update(zip(filterfalse(d.__contains__, dict.fromkeys(slots)), count(len(d))))
         return tuple(map(d.__getitem__, slots))
 
     def one(pool: int, slot):
@@ -91,6 +92,7 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
     shapes: list[tuple] = []
 
     def describe_pending() -> None:
+        get = index.get
         while len(shapes) < len(order):
             n = order[len(shapes)]
             ch = n.children
@@ -101,8 +103,9 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
                 kids = ((ck, ref(c)),)
             else:
                 kids = tuple([(ck, ref(c)) for ck, c in sorted(ch.items(), key=_first)])
+            p = n.parent
             v, hv, mv, mhv, hv_ = n.value, n.host_value, n.mamba_value, n.mamba_host_value, n.hash_value
-            shapes.append((n.key, ref(n.parent), kids, _NONE if v is None else sl(0, v),
+            shapes.append((n.key, get(p) if p in index else ref(p), kids, _NONE if v is None else sl(0, v),
                            _NONE if hv is None else sl(2, hv), _NONE if mv is None else sl(1, mv),
                            _NONE if mhv is None else sl(3, mhv), n.full_lock_ref, n.mamba_lock_ref,
                            n.host_ref_counter, n.host_mamba_ref_counter, n.hit_count,
@@ -112,13 +115,13 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
     describe_pending()
     cc = cache.controller
     holders = (
-        tuple([ref(n) for n in cache.evictable_full_device_leaves._d]),
-        tuple([ref(n) for n in cache.evictable_full_host_leaves._d]),
-        tuple([ref(n) for n in cache.full_lru_list.mru_to_lru()]),
-        tuple([ref(n) for n in cache.mamba_lru_list.mru_to_lru()]),
-        tuple([ref(n) for n in cache.mamba_host_lru_list.mru_to_lru()]),
-        tuple([ref(n) for n in cache.ongoing_write_through.values()]),
-        tuple([ref(n) for n in cache.ongoing_load_back.values()]),
+        tuple(map(ref, dict.__iter__(cache.evictable_full_device_leaves))),
+        tuple(map(ref, dict.__iter__(cache.evictable_full_host_leaves))),
+        tuple(map(ref, cache.full_lru_list.mru_to_lru())),
+        tuple(map(ref, cache.mamba_lru_list.mru_to_lru())),
+        tuple(map(ref, cache.mamba_host_lru_list.mru_to_lru())),
+        tuple(map(ref, cache.ongoing_write_through.values())),
+        tuple(map(ref, cache.ongoing_load_back.values())),
     )
     if cc.pending_backups or cc.ack_backup_queue or cache.ongoing_backup:
         op_ids = sorted(set(cc.pending_backups) | {op.id for op in cc.ack_backup_queue} | set(cache.ongoing_backup))
