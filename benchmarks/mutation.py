@@ -50,7 +50,7 @@ MODULES = {
     "simcache/evict_device.py": CORE,
     "simcache/cache.py": CORE,
     "simcache/tree.py": CORE,
-    "simcache/hicache.py": CORE,
+    "simcache/hicache.py": [*CORE, "tests/test_core_exact_hicache.py"],
     "simcache/requests.py": CORE,
     "simcache/lru.py": ["tests/test_lru.py", *CORE],
     "simcache/controller.py": ["tests/test_pools.py", "tests/test_streams.py", *CORE],
@@ -64,6 +64,8 @@ MODULES = {
     "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_browser.py"],
 }
 COPY = ("simcache", "tests", "pyproject.toml", "README.md")
+# a mutant in a function no selected test calls is "no tests" to mutmut: as unkilled as a survivor, and scored so
+UNKILLED = ("survived", "no tests")
 
 # appended to the copy's simcache/trace_hooks.py: see the module docstring
 TRACE_HOOKS_SHIM = '''
@@ -207,9 +209,13 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         work = keep or Path(tmp)
         names: list[str] = []
         if rerun:
-            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked"))
+            names = sorted(k for k, v in statuses(work).items() if v in (*UNKILLED, "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
+            config = work / "pyproject.toml"  # the module's selection as it is now (a test file may have joined)
+            config.write_text(re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
+                                     lambda _: f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+                                     config.read_text()))
         else:
             if keep is not None:
                 shutil.rmtree(work, ignore_errors=True)
@@ -231,8 +237,8 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         seconds = time.monotonic() - t0
         status = statuses(work)
         killed = sum(s in ("killed", "timeout") for s in status.values())
-        survived = sorted(k for k, s in status.items() if s == "survived")
-        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
+        survived = sorted(k for k, s in status.items() if s in UNKILLED)
+        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", *UNKILLED)}
         diffs = survivor_diffs(work, survived)  # what each survivor changed, for deciding: new test, or equivalent
         return dict(module=module, tests=tests, mutants=len(status), killed=killed, survived=len(survived),
                     score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, diffs=diffs,
