@@ -349,3 +349,76 @@ def test_a_write_back_cache_or_a_chunked_insert_counts_no_hit(policy, chunked):
     for _ in range(6):
         cache._inc_hit_count(node, chunked=chunked)
     assert node.hit_count == hits and node.host_value is None
+
+
+# --- host refs -------------------------------------------------------------------------------------------------
+
+def two_host_leaves():
+    cache = settled([1, 2], [4, 5])
+    cache.evict(32)
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0", "1 4,5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=dict(full_evictable=0, full_protected=0, mamba_evictable=0, mamba_protected=0), full_lru=[],
+        mamba_lru=[], host_mamba_lru=["4,5", "1,2"], device_leaves=[], host_leaves=["1,2", "4,5"])
+    return cache, node_at(cache, [1, 2])
+
+
+def host_view(cache):
+    s = snapshot(cache)
+    return s["tree"][0].split()[-2:], s["host_mamba_lru"], s["host_leaves"]
+
+
+def test_host_refs_keep_a_node_out_of_host_eviction_until_the_last_is_released():
+    """Two references (KV and Mamba): the node leaves the host leaf set and the host Mamba LRU at the first, and
+    comes back (at the MRU end) only when both counters reach 0."""
+    cache, node = two_host_leaves()
+    cache._protect_host_node(node)
+    assert host_view(cache) == (["hr=1", "hmr=1"], ["4,5"], ["4,5"])
+    cache._protect_host_node(node)
+    cache._release_host_node(node)
+    assert host_view(cache) == (["hr=1", "hmr=1"], ["4,5"], ["4,5"])
+    cache._release_host_node(node)
+    assert host_view(cache) == (["hr=0", "hmr=0"], ["1,2", "4,5"], ["1,2", "4,5"])
+
+
+def test_a_host_ref_without_the_mamba_state_leaves_the_host_mamba_lru_alone():
+    cache, node = two_host_leaves()
+    cache._protect_host_node(node, protect_mamba=False)
+    assert host_view(cache) == (["hr=1", "hmr=0"], ["4,5", "1,2"], ["4,5"])
+    cache._release_host_node(node, release_mamba=False)
+    assert host_view(cache) == (["hr=0", "hmr=0"], ["4,5", "1,2"], ["1,2", "4,5"])
+
+
+def test_a_node_whose_kv_refs_are_released_stays_protected_while_its_mamba_ref_is_held():
+    cache, node = two_host_leaves()
+    cache._protect_host_node(node)
+    cache._protect_host_node(node, protect_mamba=False)
+    cache._release_host_node(node, release_mamba=False)
+    cache._release_host_node(node, release_mamba=False)
+    assert host_view(cache) == (["hr=0", "hmr=1"], ["4,5"], ["4,5"])
+
+
+def test_the_recorder_hears_each_backup_ack_and_host_ref_change_of_the_node_it_concerns():
+    from simcache.trace import Recorder
+    cache = make_cache("write_through", load_back_threshold=1)
+    drv = Driver(cache)
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, drv)
+    drv.finish(drv.start([1, 2]))
+    cache.check_hicache_events()
+    node = node_at(cache, [1, 2])
+    cache.evict(2)
+    cache._protect_host_node(node, protect_mamba=False)
+    cache._release_host_node(node, release_mamba=False)
+    cache._protect_host_node(node)
+    cache._release_host_node(node)
+    cache.load_back(node)
+    cache.check_hicache_events()
+    assert [(s.kind, s.node, s.text, s.detail) for s in rec.steps
+            if s.kind in ("host_ref", "backup", "write_ack", "load_ack")] == [
+        ("backup", 7, "[1,2]#7 backed up to host [0, 1]", dict(host=[0, 1])),
+        ("write_ack", 7, "write ack for [1,2]#7", {}),
+        ("host_ref", 7, "host refs of [1,2]#7: host_ref=1 host_mamba_ref=0", dict(host_ref=1, host_mamba_ref=0)),
+        ("host_ref", 7, "host refs of [1,2]#7: host_ref=0 host_mamba_ref=0", dict(host_ref=0, host_mamba_ref=0)),
+        ("host_ref", 7, "host refs of [1,2]#7: host_ref=1 host_mamba_ref=1", dict(host_ref=1, host_mamba_ref=1)),
+        ("host_ref", 7, "host refs of [1,2]#7: host_ref=0 host_mamba_ref=0", dict(host_ref=0, host_mamba_ref=0)),
+        ("load_ack", 7, "load ack for [1,2]#7", {})]
