@@ -422,3 +422,69 @@ def test_the_recorder_hears_each_backup_ack_and_host_ref_change_of_the_node_it_c
         ("host_ref", 7, "host refs of [1,2]#7: host_ref=1 host_mamba_ref=1", dict(host_ref=1, host_mamba_ref=1)),
         ("host_ref", 7, "host refs of [1,2]#7: host_ref=0 host_mamba_ref=0", dict(host_ref=0, host_mamba_ref=0)),
         ("load_ack", 7, "load ack for [1,2]#7", {})]
+
+
+# --- write_backup ----------------------------------------------------------------------------------------------
+
+def test_a_write_with_the_host_full_evicts_a_host_leaf_and_retries_with_the_mamba_state_too():
+    """Host KV full ([1,2] host-only, [3,4] on both tiers): writing [5,6] through evicts [1,2] from the host and
+    the retry copies [5,6]'s KV and its Mamba state."""
+    cache = settled([1, 2], [3, 4], host_kv=4)
+    drv = Driver(cache)
+    assert cache.evict(2) == (2, 1)
+    assert free_lists(cache)["host_kv"] == [] and free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7]
+    drv.finish(drv.start([5, 6]))
+    assert snapshot(cache) == dict(
+        tree=["1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0", "1 5,6 v=1 h=1 m=1 mh=1 fl=1 ml=1 hr=0 hmr=0"],
+        sizes=dict(full_evictable=2, full_protected=2, mamba_evictable=1, mamba_protected=1),
+        full_lru=["5,6", "3,4"], mamba_lru=["5,6", "3,4"], host_mamba_lru=["5,6", "3,4"], device_leaves=["3,4"],
+        host_leaves=[])
+    assert (node_at(cache, [5, 6]).host_value, node_at(cache, [5, 6]).mamba_host_value) == ([0, 1], [2])
+    assert free_lists(cache)["host_kv"] == [] and free_lists(cache)["host_mamba"] == [3, 4, 5, 6, 7, 0]
+
+
+def test_a_write_that_finds_no_host_room_even_after_evicting_copies_nothing_and_returns_0():
+    cache = settled([1, 2], [3, 4], host_kv=4)
+    drv = Driver(cache)
+    drv.finish(drv.start([5, 6]))  # its write-through found no room: [5,6] stays device-only
+    node = node_at(cache, [5, 6])
+    before = state(cache)
+    assert before[0]["tree"][-1] == "1 5,6 v=1 h=0 m=1 mh=0 fl=0 ml=0 hr=0 hmr=0"
+    assert cache.write_backup(node) == 0
+    assert state(cache) == before and list(cache.ongoing_write_through) == []
+
+
+def kv_dropped_from_host(mamba_on_device: bool):
+    """[1,2] and [3,4] written through; [1,2]'s host KV then dropped by hand (its host Mamba state kept, at the LRU
+    end of the host Mamba list), and with ``mamba_on_device=False`` its device Mamba state too. No operation
+    sequence leaves a node so; SGLang's ``write_backup`` still handles it (it moves the host Mamba state to the MRU
+    end and reuses its slot), and so must ours."""
+    cache = settled([1, 2], [3, 4])
+    node = node_at(cache, [1, 2])
+    cache.pools.host_kv.free(node.host_value)
+    node.host_value = None
+    if not mamba_on_device:
+        cache.mamba_lru_list.remove_node(node)
+        cache.mamba_evictable_size_ -= 1
+        cache.pools.device_mamba.free(node.mamba_value)
+        node.mamba_value = None
+    assert snapshot(cache)["host_mamba_lru"] == ["3,4", "1,2"]
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7]
+    return cache, node
+
+
+def test_a_write_of_a_node_that_kept_its_host_mamba_state_reuses_it_and_makes_it_most_recent():
+    cache, node = kv_dropped_from_host(mamba_on_device=True)
+    assert cache.write_backup(node) == 2
+    assert (node.host_value, node.mamba_host_value) == ([4, 5], [0])
+    assert snapshot(cache)["host_mamba_lru"] == ["1,2", "3,4"]
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7] and free_lists(cache)["host_kv"] == [6, 7, 0, 1]
+    assert snapshot(cache)["tree"][0] == "1 1,2 v=1 h=1 m=1 mh=1 fl=1 ml=1 hr=0 hmr=0"
+
+
+def test_a_write_of_a_node_without_its_device_mamba_state_leaves_the_host_mamba_list_alone():
+    cache, node = kv_dropped_from_host(mamba_on_device=False)
+    assert cache.write_backup(node) == 2
+    assert (node.host_value, node.mamba_host_value) == ([4, 5], [0])
+    assert snapshot(cache)["host_mamba_lru"] == ["3,4", "1,2"]
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7]
