@@ -128,3 +128,125 @@ def test_request_ids_count_only_started_requests_and_a_given_id_is_kept():
     drv.finish("chat")
     cache.check_hicache_events()  # [1]'s write ack: it can be evicted for the next start's Mamba slot
     assert drv.start([3]) == "r1" and list(drv.live) == ["r1"]
+
+
+# --- inject ----------------------------------------------------------------------------------------------------
+
+def test_inject_builds_each_node_on_the_tiers_it_names_with_the_data_of_its_prefix():
+    import hashlib
+
+    from simcache.pools import kv_fingerprints, mamba_fingerprint
+    from simcache.state import tree_slot_lines
+    cache = make_cache("write_through", storage=True)
+    Driver(cache).inject([{"key": [1, 2], "device": True, "mamba": True, "host": True, "mamba_host": True,
+                           "hash": True},
+                          {"key": [3], "parent": 0, "host": True, "mamba_host": True, "l3_backup": True},
+                          {"key": [5, 6], "device": True}])
+    assert tree_slot_lines(cache) == ["1 1,2 v=0,1 h=0,1 m=0 mh=0", "2 3 v=- h=2 m=- mh=1", "1 5,6 v=2,3 h=- m=- mh=-"]
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0", "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=1 hmr=0",
+              "1 5,6 v=1 h=0 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=dict(full_evictable=4, full_protected=0, mamba_evictable=1, mamba_protected=0),
+        full_lru=["5,6", "1,2"], mamba_lru=["1,2"], host_mamba_lru=["1,2/3", "1,2"], device_leaves=["1,2", "5,6"],
+        host_leaves=[])
+    top, mid, other = node_at(cache, [1, 2]), node_at(cache, [1, 2], [3]), node_at(cache, [5, 6])
+    pools = cache.pools
+    assert pools.device_kv.read(top.value) == pools.host_kv.read(top.host_value) == kv_fingerprints([1, 2])
+    assert pools.host_kv.read(mid.host_value) == kv_fingerprints([1, 2, 3], start=2)
+    assert pools.device_kv.read(other.value) == kv_fingerprints([5, 6])
+    assert pools.device_mamba.read(top.mamba_value) == pools.host_mamba.read(top.mamba_host_value) == [
+        mamba_fingerprint([1, 2])]
+    assert pools.host_mamba.read(mid.mamba_host_value) == [mamba_fingerprint([1, 2, 3])]
+    assert top.hash_value == [hashlib.sha256(f"inject0_{p}".encode()).hexdigest() for p in range(2)]
+    assert (mid.hash_value, other.hash_value) == (None, None)
+    assert {k: (n, m) for k, (n, m) in cache.ongoing_backup.items()} == {1: (mid, False)}
+    assert list(cache.controller.pending_backups) == [1]
+
+
+@pytest.mark.parametrize("specs, message", [
+    ([{"key": [1, 2, 3], "device": True}], "inject node 0: pool device_kv has fewer than 3 free slots; make the pool "
+                                           "larger in the config"),
+    ([{"key": [1], "mamba": True}, {"key": [2], "mamba": True}],
+     "inject node 1: pool device_mamba has fewer than 1 free slots; make the pool larger in the config"),
+    ([{"key": [1, 2], "host": True}, {"key": [1, 5], "host": True}],
+     "inject node 1: its parent already has a child starting with [1]; give it another first page"),
+])
+def test_inject_refuses_a_node_that_does_not_fit_in_one_sentence(specs, message):
+    from simcache.errors import ScenarioError
+    cache = make_cache("write_through", device_kv=2, device_mamba=1)
+    with pytest.raises(ScenarioError) as e:
+        Driver(cache).inject(specs)
+    assert str(e.value) == message
+
+
+# --- the operations --------------------------------------------------------------------------------------------
+
+def test_each_operation_does_exactly_its_part_or_says_there_was_nothing_to_do():
+    from simcache.operations import APPLIED, NOTHING_TO_DO
+    cache = make_cache("write_through", auto_complete=False, storage=True)
+    drv = Driver(cache)
+    ops = [{"op": "start", "tokens": [1, 2], "rid": "a"}, {"op": "start", "tokens": [3, 4], "rid": "b"},
+           {"op": "start", "tokens": [5], "rid": "c"}]
+    assert [drv.step(op, i) for i, op in enumerate(ops)] == [APPLIED] * 3
+    assert (drv.step({"op": "finish", "rid": "b"}, 3), list(drv.live)) == (APPLIED, ["a", "c"])
+    assert (drv.step({"op": "finish"}, 4), list(drv.live)) == (APPLIED, ["c"])  # no rid: the oldest
+    assert (drv.step({"op": "finish_oldest"}, 5), list(drv.live)) == (APPLIED, [])
+    assert (drv.step({"op": "finish_oldest"}, 6), drv.step({"op": "finish"}, 7)) == (NOTHING_TO_DO,) * 2
+    assert list(cache.ongoing_write_through) == [7, 8, 9]  # [3,4], [1,2], [5]: none acknowledged yet
+    assert drv.step({"op": "write_ack", "n": 2}, 8) == APPLIED  # two acks, consumed at once
+    assert list(cache.ongoing_write_through) == [9]
+    assert {k: (n.id, m) for k, (n, m) in cache.ongoing_backup.items()} == {1: (7, True), 2: (8, True)}
+    assert drv.step({"op": "write_ack"}, 9) == APPLIED and cache.ongoing_write_through == {}
+    assert drv.step({"op": "write_ack"}, 10) == NOTHING_TO_DO
+    assert drv.step({"op": "l3_ack"}, 11) == APPLIED  # the oldest backup's storage ack
+    assert {k: n.id for k, (n, _) in cache.ongoing_backup.items()} == {2: 8, 3: 9}
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1",
+                                       "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1"]
+    assert [drv.step({"op": "l3_ack"}, i) for i in (12, 13, 14)] == [APPLIED, APPLIED, NOTHING_TO_DO]
+    assert drv.step({"op": "load_ack"}, 15) == NOTHING_TO_DO
+    assert drv.step({"op": "evict", "n": 2}, 16) == APPLIED
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert drv.step({"op": "evict_mamba", "n": 1}, 17) == APPLIED
+    assert snapshot(cache)["tree"][0] == "1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"
+    assert drv.step({"op": "evict_host", "n": 1}, 18) == APPLIED
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert cache.crashed is None
+
+
+def test_prefetch_operations_fetch_the_uncached_rest_once_at_a_time_and_insert_whole_completed_pages():
+    import hashlib
+
+    from simcache.operations import APPLIED, NOTHING_TO_DO, NOTHING_TO_FETCH, PREFETCH_DECLINED
+    cache = make_cache("write_through", storage=True)
+    drv = Driver(cache)
+    assert [drv.step({"op": "request", "tokens": [1, 2]}, 0), drv.step({"op": "events"}, 1)] == [APPLIED] * 2
+    assert drv.step({"op": "prefetch_done", "n": 1, "mamba_hit": False}, 2) == NOTHING_TO_DO  # none in flight
+    assert drv.step({"op": "prefetch", "tokens": [1, 2, 3, 4, 5]}, 3) == APPLIED
+    (rid, pf), = cache.ongoing_prefetch.items()
+    assert (rid, pf.last_host_node, pf.token_ids, pf.host_indices) == ("pf", node_at(cache, [1, 2]), [3, 4, 5],
+                                                                      [2, 3, 4])
+    assert drv.step({"op": "prefetch", "tokens": [1, 2, 7]}, 4) == NOTHING_TO_DO  # one prefetch at a time
+    assert drv.step({"op": "prefetch_done", "n": 2, "mamba_hit": False}, 5) == APPLIED
+    assert cache.ongoing_prefetch == {}
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1",
+                                       "2 3,4 v=0 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0"]
+    fetched = node_at(cache, [1, 2], [3, 4])
+    assert fetched.host_value == [2, 3]
+    assert fetched.hash_value == [hashlib.sha256(f"pf5_{i}".encode()).hexdigest() for i in range(2)]
+    # the slot reserved for the token not fetched is released at the next drain
+    assert list(cache.controller.host_mem_release_queue) == [[4]] and free_lists(cache)["host_kv"] == [5, 6, 7]
+    assert drv.step({"op": "events"}, 6) == APPLIED
+    assert list(cache.controller.host_mem_release_queue) == [] and free_lists(cache)["host_kv"] == [5, 6, 7, 4]
+    assert drv.step({"op": "prefetch", "tokens": [1, 2]}, 7) == NOTHING_TO_FETCH  # all on the device
+
+    small = make_cache("write_through", storage=True, host_kv=2)
+    drv = Driver(small)
+    drv.step({"op": "request", "tokens": [1, 2]}, 0)
+    drv.step({"op": "events"}, 1)
+    assert drv.step({"op": "prefetch", "tokens": [1, 2, 3, 4, 5]}, 2) == PREFETCH_DECLINED  # no host room
+    assert small.ongoing_prefetch == {}
+    assert Driver(make_cache("write_through")).step({"op": "prefetch", "tokens": [1]}, 0) == NOTHING_TO_DO

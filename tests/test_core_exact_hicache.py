@@ -488,3 +488,14 @@ def test_a_write_of_a_node_without_its_device_mamba_state_leaves_the_host_mamba_
     assert (node.host_value, node.mamba_host_value) == ([4, 5], [0])
     assert snapshot(cache)["host_mamba_lru"] == ["3,4", "1,2"]
     assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_hit_counted_without_saying_chunked_counts_and_writes_through_at_the_threshold():
+    """SGLang's default is ``chunked=False``: a plain call counts the hit."""
+    cache = settled([1, 2], write_through_threshold=3)
+    node = node_at(cache, [1, 2])
+    assert (node.hit_count, node.host_value) == (1, None)
+    cache._inc_hit_count(node)
+    assert (node.hit_count, node.host_value) == (2, None)
+    cache._inc_hit_count(node)
+    assert (node.hit_count, node.host_value) == (3, [0, 1])
