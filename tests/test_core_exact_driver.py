@@ -193,10 +193,10 @@ def test_each_operation_does_exactly_its_part_or_says_there_was_nothing_to_do():
     assert (drv.step({"op": "finish_oldest"}, 5), list(drv.live)) == (APPLIED, [])
     assert (drv.step({"op": "finish_oldest"}, 6), drv.step({"op": "finish"}, 7)) == (NOTHING_TO_DO,) * 2
     assert list(cache.ongoing_write_through) == [7, 8, 9]  # [3,4], [1,2], [5]: none acknowledged yet
-    assert drv.step({"op": "write_ack", "n": 2}, 8) == APPLIED  # two acks, consumed at once
-    assert list(cache.ongoing_write_through) == [9]
-    assert {k: (n.id, m) for k, (n, m) in cache.ongoing_backup.items()} == {1: (7, True), 2: (8, True)}
-    assert drv.step({"op": "write_ack"}, 9) == APPLIED and cache.ongoing_write_through == {}
+    assert drv.step({"op": "write_ack"}, 8) == APPLIED  # one, by default
+    assert list(cache.ongoing_write_through) == [8, 9]
+    assert {k: (n.id, m) for k, (n, m) in cache.ongoing_backup.items()} == {1: (7, True)}
+    assert drv.step({"op": "write_ack", "n": 2}, 9) == APPLIED and cache.ongoing_write_through == {}
     assert drv.step({"op": "write_ack"}, 10) == NOTHING_TO_DO
     assert drv.step({"op": "l3_ack"}, 11) == APPLIED  # the oldest backup's storage ack
     assert {k: n.id for k, (n, _) in cache.ongoing_backup.items()} == {2: 8, 3: 9}
@@ -209,8 +209,10 @@ def test_each_operation_does_exactly_its_part_or_says_there_was_nothing_to_do():
     assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "1 5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
-    assert drv.step({"op": "evict_mamba", "n": 1}, 17) == APPLIED
-    assert snapshot(cache)["tree"][0] == "1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"
+    assert drv.step({"op": "evict_mamba", "n": 1}, 17) == APPLIED  # one Mamba state, no tokens asked
+    assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
     assert drv.step({"op": "evict_host", "n": 1}, 18) == APPLIED
     assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "1 5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
@@ -250,3 +252,20 @@ def test_prefetch_operations_fetch_the_uncached_rest_once_at_a_time_and_insert_w
     assert drv.step({"op": "prefetch", "tokens": [1, 2, 3, 4, 5]}, 2) == PREFETCH_DECLINED  # no host room
     assert small.ongoing_prefetch == {}
     assert Driver(make_cache("write_through")).step({"op": "prefetch", "tokens": [1]}, 0) == NOTHING_TO_DO
+
+
+def test_load_ack_completes_the_oldest_loads_it_names_and_consumes_their_acks():
+    from simcache.operations import APPLIED, NOTHING_TO_DO
+    cache = make_cache("write_through", load_back_threshold=1, auto_complete=False)
+    drv = Driver(cache)
+    for tokens in ([1, 2], [3, 4], [5, 6]):
+        drv.finish(drv.start(tokens))
+    drv.step({"op": "write_ack", "n": 3}, 3)
+    cache.evict(32)
+    for i, tokens in enumerate(([1, 2, 7], [3, 4, 7], [5, 6, 7])):
+        drv.start(tokens, f"q{i}")  # each loads its host hit back
+    assert list(cache.ongoing_load_back) == [7, 8, 9]
+    assert drv.step({"op": "load_ack"}, 7) == APPLIED  # one, by default
+    assert list(cache.ongoing_load_back) == [8, 9]
+    assert drv.step({"op": "load_ack", "n": 2}, 8) == APPLIED and cache.ongoing_load_back == {}
+    assert drv.step({"op": "load_ack"}, 9) == NOTHING_TO_DO
