@@ -211,8 +211,10 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
+        before: dict[str, str] = {}
         if rerun:
-            names = sorted(k for k, v in statuses(work).items() if v in (*UNKILLED, "not checked"))
+            before = statuses(work)
+            names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
             config = work / "pyproject.toml"  # the module's selection as it is now (a test file may have joined)
@@ -238,7 +240,10 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
             log, _ = proc.communicate()
             log += f"\nstopped after {timeout_s} s (--timeout); untested mutants are listed under 'other'"
         seconds = time.monotonic() - t0
-        status = statuses(work)
+        # mutmut forgets the results of functions whose tests changed; a mutant killed before stays killed (tests
+        # are only ever added), so a rerun keeps those results
+        status = {k: before[k] if s == "not checked" and before.get(k) in ("killed", "timeout") else s
+                  for k, s in statuses(work).items()}
         killed = sum(s in ("killed", "timeout") for s in status.values())
         survived = sorted(k for k, s in status.items() if s in UNKILLED)
         other = {k: s for k, s in status.items() if s not in ("killed", "timeout", *UNKILLED)}
