@@ -269,3 +269,88 @@ def test_load_ack_completes_the_oldest_loads_it_names_and_consumes_their_acks():
     assert list(cache.ongoing_load_back) == [8, 9]
     assert drv.step({"op": "load_ack", "n": 2}, 8) == APPLIED and cache.ongoing_load_back == {}
     assert drv.step({"op": "load_ack"}, 9) == NOTHING_TO_DO
+
+
+@pytest.mark.parametrize("retry", [True, False])
+def test_a_track_slot_taken_by_the_load_back_is_found_by_evicting_only_in_the_scheduler_driver(retry):
+    """Page size 2: a start needs two Mamba slots (its own and the tracking buffer) and finds exactly two free.
+    Loading back [1,2] takes both (the restored state and, in the scheduler driver, the request's own slot), so
+    the tracking buffer finds none: the scheduler driver evicts [3,4]'s state for it, the fuzz driver gives up."""
+    cache = make_cache("write_through", page_size=2, device_mamba=4)
+    drv = Driver(cache, retry_mamba_alloc=retry)
+    drv.finish(drv.start([1, 2]))
+    drv.finish(drv.start([3, 4]))
+    cache.check_hicache_events()
+    assert cache.evict(2) == (2, 1)
+    cache.pools.device_mamba.alloc(1)
+    assert free_lists(cache)["device_mamba"] == [2, 1]
+    if not retry:
+        with pytest.raises(Skip) as skip:
+            drv.start([1, 2, 5, 6])
+        assert skip.value.code == NO_SLOTS
+        assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=1 ml=1 hr=0 hmr=0",
+                                           "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+        assert free_lists(cache)["device_mamba"] == [1]
+        return
+    rid = drv.start([1, 2, 5, 6])
+    assert request(drv, rid) == dict(rid="r2", tokens=[1, 2, 5, 6], kv=[4, 5, 6, 7], mamba=2, track=3, protected=2,
+                                     last=node_at(cache, [1, 2]).id, tracked=4)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=2 ml=2 hr=0 hmr=0",
+                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert free_lists(cache)["device_mamba"] == []
+
+
+def test_the_scheduler_driver_evicts_nothing_when_a_mamba_slot_is_free():
+    cache, drv = two_leaves(device_mamba=3)
+    drv.retry_mamba_alloc = True
+    before = snapshot(cache)
+    rid = drv.start([5, 6])
+    assert request(drv, rid)["mamba"] == 2 and snapshot(cache) == before
+    assert free_lists(cache)["device_mamba"] == []
+
+
+def test_a_prefetch_fetches_only_what_follows_the_device_and_host_hits():
+    cache = make_cache("write_through", storage=True, load_back_threshold=1)
+    drv = Driver(cache)
+    for i, op in enumerate([{"op": "request", "tokens": [1, 2]}, {"op": "request", "tokens": [1, 2, 3, 4]},
+                            {"op": "events"}]):
+        drv.step(op, i)
+    cache.evict(2)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1",
+                                       "2 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=1 hmr=1"]
+    drv.step({"op": "prefetch", "tokens": [1, 2, 3, 4, 5, 6]}, 3)
+    pf = cache.ongoing_prefetch["pf"]
+    assert (pf.last_host_node, pf.token_ids, pf.operation.prefix_tokens) == (node_at(cache, [1, 2], [3, 4]), [5, 6],
+                                                                             [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("hit", [True, False])
+def test_prefetch_done_passes_on_whether_storage_had_the_mamba_state(hit):
+    cache = make_cache("write_through", storage=True)
+    drv = Driver(cache)
+    for i, op in enumerate([{"op": "request", "tokens": [1, 2]}, {"op": "events"},
+                            {"op": "prefetch", "tokens": [1, 2, 3, 4]},
+                            {"op": "prefetch_done", "n": 2, "mamba_hit": hit}]):
+        drv.step(op, i)
+    assert snapshot(cache)["tree"][1] == f"2 3,4 v=0 h=1 m=0 mh={int(hit)} fl=0 ml=0 hr=0 hmr=0"
+
+
+def test_simulated_stack_names_the_simulated_functions_on_the_stack_innermost_first():
+    from simcache.driver import simulated_stack
+    from simcache.trace_hooks import SIMULATED_CODE, register
+
+    def outer():
+        return plain()
+
+    def plain():  # not simulated: left out
+        return inner()
+
+    def inner():
+        return simulated_stack()
+
+    register(outer, "outer_for_test")
+    register(inner, "inner_for_test")
+    try:
+        assert outer() == ("inner_for_test", "outer_for_test")
+    finally:  # the registry is global (the code pane's table test reads every name in it)
+        del SIMULATED_CODE[outer.__code__], SIMULATED_CODE[inner.__code__]
