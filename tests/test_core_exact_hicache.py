@@ -499,3 +499,49 @@ def test_a_hit_counted_without_saying_chunked_counts_and_writes_through_at_the_t
     assert (node.hit_count, node.host_value) == (2, None)
     cache._inc_hit_count(node)
     assert (node.hit_count, node.host_value) == (3, [0, 1])
+
+
+# --- load_back: what the rerun of the survivors asked for -----------------------------------------------------
+
+def test_a_load_back_with_room_evicts_nothing_else():
+    cache = mid([8, 9])
+    assert cache.load_back(node_at(cache, [1, 2], [3], [4])) == [8, 9]
+    assert snapshot(cache)["tree"][-1] == "1 8,9 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"
+
+
+def test_a_load_back_of_three_host_only_nodes_gives_each_its_own_slots_in_path_order():
+    cache = mid()
+    assert cache.evict(2) == (2, 1)  # [1,2] too: the whole path is on the host
+    leaf = node_at(cache, [1, 2], [3], [4])
+    assert cache.load_back(leaf) == [6, 7, 8, 9]
+    assert [n.value for n in (leaf.parent.parent, leaf.parent, leaf)] == [[6, 7], [8], [9]]
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=0 mh=1 fl=1 ml=0 hr=0 hmr=0",
+                                       "2 3 v=1 h=1 m=0 mh=0 fl=1 ml=0 hr=0 hmr=0",
+                                       "3 4 v=1 h=1 m=1 mh=1 fl=1 ml=1 hr=0 hmr=0",
+                                       "3 5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+def test_a_load_back_that_evicts_first_still_fills_the_requests_mamba_slot_and_acks_the_node():
+    """The retry after the eviction rebuilds the Mamba transfers with the request: its slot gets the restored
+    state's data as well, and the load's ack names [4] (consuming it unlocks the path)."""
+    from simcache.pools import mamba_fingerprint
+    cache = mid([8, 9])
+    cache.pools.device_kv.alloc(cache.pools.device_kv.available_size() - 1)
+    leaf = node_at(cache, [1, 2], [3], [4])
+    req = Request(rid="x", tokens=[1, 2, 3, 4, 9])
+    assert cache.load_back(leaf, req=req) == [2, 6]
+    assert (req.mamba_pool_idx, leaf.mamba_value) == (4, [5])
+    assert cache.pools.device_mamba.read([4, 5]) == [mamba_fingerprint([1, 2, 3, 4])] * 2
+    assert [(a.node_ids, a.done) for a in cache.controller.ack_load_queue] == [([leaf.id], True)]
+    cache.check_hicache_events()
+    assert cache.ongoing_load_back == {}
+    assert snapshot(cache)["tree"][:3] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                           "2 3 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0",
+                                           "3 4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+@pytest.mark.parametrize("quota, loads", [(2, False), (3, True)])
+def test_init_load_back_passes_the_quota_on(quota, loads):
+    cache = mid(load_back_threshold=1)
+    node = node_at(cache, [1, 2], [3])
+    assert cache.init_load_back(node, quota) == (([6], node) if loads else ([], node_at(cache, [1, 2])))
