@@ -66,7 +66,8 @@ MODULES = {
     "simcache/render/dot.py": ["tests/test_render.py", "tests/test_static_views.py", "tests/test_mutant_kills.py"],
     "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_browser.py"],
 }
-COPY = ("simcache", "tests", "benchmarks", "pyproject.toml", "README.md")  # test_streams loads a benchmark
+# test_streams loads a benchmark and runs a script
+COPY = ("simcache", "tests", "benchmarks", "scripts", "pyproject.toml", "README.md")
 # a mutant in a function no selected test calls is "no tests" to mutmut: as unkilled as a survivor, and scored so
 UNKILLED = ("survived", "no tests")
 
@@ -174,7 +175,7 @@ def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | N
                 f"only_mutate = [{json.dumps(module)}]\n"
                 f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
                 'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
-                'also_copy = ["tests", "benchmarks"]\n')
+                'also_copy = ["tests", "benchmarks", "scripts"]\n')
     return None
 
 
