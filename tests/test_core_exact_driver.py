@@ -275,29 +275,48 @@ def test_load_ack_completes_the_oldest_loads_it_names_and_consumes_their_acks():
 def test_a_track_slot_taken_by_the_load_back_is_found_by_evicting_only_in_the_scheduler_driver(retry):
     """Page size 2: a start needs two Mamba slots (its own and the tracking buffer) and finds exactly two free.
     Loading back [1,2] takes both (the restored state and, in the scheduler driver, the request's own slot), so
-    the tracking buffer finds none: the scheduler driver evicts [3,4]'s state for it, the fuzz driver gives up."""
-    cache = make_cache("write_through", page_size=2, device_mamba=4)
+    the tracking buffer finds none: the scheduler driver evicts one Mamba state for it ([3,4]'s, the least
+    recent; [7,8] stays), the fuzz driver gives up."""
+    cache = make_cache("write_through", page_size=2, device_mamba=5)
     drv = Driver(cache, retry_mamba_alloc=retry)
-    drv.finish(drv.start([1, 2]))
-    drv.finish(drv.start([3, 4]))
+    for tokens in ([1, 2], [3, 4], [7, 8]):
+        drv.finish(drv.start(tokens))
     cache.check_hicache_events()
     assert cache.evict(2) == (2, 1)
     cache.pools.device_mamba.alloc(1)
-    assert free_lists(cache)["device_mamba"] == [2, 1]
+    assert free_lists(cache)["device_mamba"] == [4, 1]
     if not retry:
         with pytest.raises(Skip) as skip:
             drv.start([1, 2, 5, 6])
         assert skip.value.code == NO_SLOTS
         assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=1 ml=1 hr=0 hmr=0",
-                                           "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+                                           "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                           "1 7,8 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
         assert free_lists(cache)["device_mamba"] == [1]
         return
     rid = drv.start([1, 2, 5, 6])
-    assert request(drv, rid) == dict(rid="r2", tokens=[1, 2, 5, 6], kv=[4, 5, 6, 7], mamba=2, track=3, protected=2,
+    assert request(drv, rid) == dict(rid="r3", tokens=[1, 2, 5, 6], kv=[6, 7, 8, 9], mamba=4, track=3, protected=2,
                                      last=node_at(cache, [1, 2]).id, tracked=4)
     assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=2 ml=2 hr=0 hmr=0",
-                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+                                       "1 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 7,8 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
     assert free_lists(cache)["device_mamba"] == []
+
+
+@pytest.mark.parametrize("held, evicted", [(0, False), (1, True)])
+def test_a_start_with_page_size_two_makes_room_for_exactly_its_two_mamba_slots(held, evicted):
+    """Two slots free: nothing evicted. One free: exactly one Mamba state is evicted ([1,2], the least recent)."""
+    cache = make_cache("write_through", page_size=2, device_mamba=5)
+    drv = Driver(cache)
+    for tokens in ([1, 2], [3, 4], [7, 8]):
+        drv.finish(drv.start(tokens))
+    cache.check_hicache_events()
+    cache.pools.device_mamba.alloc(held)
+    rid = drv.start([5, 6])
+    assert (drv.live[rid].mamba_pool_idx, drv.live[rid].track_buffer) == ((4, 1) if evicted else (2, 4))
+    assert snapshot(cache)["tree"] == [f"1 1,2 v={int(not evicted)} h=1 m={int(not evicted)} mh=1 fl=0 ml=0 hr=0 "
+                                       "hmr=0", "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "1 7,8 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
 
 
 def test_the_scheduler_driver_evicts_nothing_when_a_mamba_slot_is_free():
