@@ -545,3 +545,17 @@ def test_init_load_back_passes_the_quota_on(quota, loads):
     cache = mid(load_back_threshold=1)
     node = node_at(cache, [1, 2], [3])
     assert cache.init_load_back(node, quota) == (([6], node) if loads else ([], node_at(cache, [1, 2])))
+
+
+def test_the_recorder_hears_the_write_acks_a_blocking_writing_check_consumes():
+    from simcache.trace import Recorder
+    cache = make_cache("write_back")
+    drv = Driver(cache)
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, drv)
+    drv.finish(drv.start([1, 2]))
+    drv.finish(drv.start([3, 4]))
+    for keys in ([1, 2], [3, 4]):
+        cache.write_backup(node_at(cache, keys), write_back=True)
+    cache.writing_check(write_back=True)
+    assert [(s.kind, s.node, s.text) for s in rec.steps if s.kind == "write_ack"] == [
+        ("write_ack", 7, "write ack for [1,2]#7"), ("write_ack", 8, "write ack for [3,4]#8")]
