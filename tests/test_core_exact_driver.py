@@ -303,9 +303,10 @@ def test_a_track_slot_taken_by_the_load_back_is_found_by_evicting_only_in_the_sc
     assert free_lists(cache)["device_mamba"] == []
 
 
-@pytest.mark.parametrize("held, evicted", [(0, False), (1, True)])
-def test_a_start_with_page_size_two_makes_room_for_exactly_its_two_mamba_slots(held, evicted):
-    """Two slots free: nothing evicted. One free: exactly one Mamba state is evicted ([1,2], the least recent)."""
+@pytest.mark.parametrize("held, slots", [(0, (2, 4)), (1, (4, 1)), (2, (1, 3))])
+def test_a_start_with_page_size_two_makes_room_for_exactly_its_two_mamba_slots(held, slots):
+    """Two slots free: nothing evicted. One free: exactly one Mamba state is evicted ([1,2], the least recent);
+    none free: two ([1,2] and [3,4])."""
     cache = make_cache("write_through", page_size=2, device_mamba=5)
     drv = Driver(cache)
     for tokens in ([1, 2], [3, 4], [7, 8]):
@@ -313,10 +314,10 @@ def test_a_start_with_page_size_two_makes_room_for_exactly_its_two_mamba_slots(h
     cache.check_hicache_events()
     cache.pools.device_mamba.alloc(held)
     rid = drv.start([5, 6])
-    assert (drv.live[rid].mamba_pool_idx, drv.live[rid].track_buffer) == ((4, 1) if evicted else (2, 4))
-    assert snapshot(cache)["tree"] == [f"1 1,2 v={int(not evicted)} h=1 m={int(not evicted)} mh=1 fl=0 ml=0 hr=0 "
-                                       "hmr=0", "1 3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
-                                       "1 7,8 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert (drv.live[rid].mamba_pool_idx, drv.live[rid].track_buffer) == slots
+    on_device = [int(held <= 0), int(held <= 1), 1]
+    assert snapshot(cache)["tree"] == [f"1 {k} v={d} h=1 m={d} mh=1 fl=0 ml=0 hr=0 hmr=0"
+                                       for k, d in zip(("1,2", "3,4", "7,8"), on_device, strict=True)]
 
 
 def test_the_scheduler_driver_evicts_nothing_when_a_mamba_slot_is_free():
