@@ -102,12 +102,12 @@ def test_a_load_short_of_device_kv_allocates_nothing():
 
 def test_manual_acks_complete_the_oldest_pending_ones_and_say_how_many():
     cc, pools, calls = controller(auto_complete=False)
-    for node in (7, 8, 9):
+    for node in (7, 8, 9, 10):
         cc.write([0], node)
     cc.ack_write_queue[0].done = True  # already complete: not counted again
-    assert cc.complete_writes(1) == 1
-    assert [a.done for a in cc.ack_write_queue] == [True, True, False]
-    assert cc.complete_writes(5) == 1 and cc.complete_writes() == 0
+    assert cc.complete_writes() == 1  # one by default
+    assert [a.done for a in cc.ack_write_queue] == [True, True, False, False]
+    assert cc.complete_writes(5) == 2 and cc.complete_writes() == 0
     assert cc.complete_loads() == 0
     cc.load([0], 7)
     cc.load([0], 8)
