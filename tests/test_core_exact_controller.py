@@ -156,3 +156,16 @@ def test_host_slots_to_release_are_queued_a_page_at_a_time():
     cc, pools, calls = controller(page_size=2)
     cc.append_host_mem_release([0, 1, 2, 3, 4])
     assert list(cc.host_mem_release_queue) == [[0, 1], [2, 3], [4]]
+
+
+def test_a_new_controller_completes_copies_at_once_and_holds_nothing():
+    pools = Pools.create(8, 2, 4, 2)
+    cc = CacheController(pools, "write_back", 2)
+    assert (cc.write_policy, cc.page_size, cc.auto_complete, cc.stream) == ("write_back", 2, True, None)
+    assert (cc.ack_write_queue, cc.ack_load_queue, cc.pending_backups) == ([], [], {})
+    assert (list(cc.ack_backup_queue), list(cc.prefetch_revoke_queue), list(cc.host_mem_release_queue)) == ([], [], [])
+    assert (cc.prefetch_tokens_occupied, cc.prefetch_capacity_limit) == (0, 1 << 30)
+    assert not cc.prefetch_rate_limited()
+    assert (cc.evict_mamba_host(3), cc.evict_mamba(3)) == (0, 0)  # no cache attached: the hooks evict nothing
+    cc.write([0], 7)
+    assert [a.done for a in cc.ack_write_queue] == [True]
