@@ -374,3 +374,18 @@ def test_simulated_stack_names_the_simulated_functions_on_the_stack_innermost_fi
         assert outer() == ("inner_for_test", "outer_for_test")
     finally:  # the registry is global (the code pane's table test reads every name in it)
         del SIMULATED_CODE[outer.__code__], SIMULATED_CODE[inner.__code__]
+
+
+def test_the_tracking_buffer_holds_the_mamba_state_of_the_whole_pages():
+    from simcache.pools import mamba_fingerprint
+    cache = make_cache("write_through", page_size=2)
+    drv = Driver(cache)
+    req = drv.live[drv.start([1, 2, 3])]
+    assert (req.mamba_pool_idx, req.track_buffer, req.mamba_last_track_seqlen) == (0, 1, 2)
+    assert cache.pools.device_mamba.read([0, 1]) == [mamba_fingerprint([1, 2, 3]), mamba_fingerprint([1, 2])]
+
+
+def test_inject_counts_every_injected_mamba_state_as_evictable():
+    cache = make_cache("write_through")
+    Driver(cache).inject([{"key": [1], "device": True, "mamba": True}, {"key": [2], "device": True, "mamba": True}])
+    assert cache.sizes() == dict(full_evictable=2, full_protected=0, mamba_evictable=2, mamba_protected=0)
