@@ -17,7 +17,8 @@ So in the copy (never in the project) two things change, neither of which change
 - ``TRACE_HOOKS_SHIM``: mutmut runs a function's body in a renamed copy (``x<sep>Class<sep>name__mutmut_orig``, or
   ``..._N`` for mutant N) behind a trampoline whose code object every mutated function shares, while the names in
   ``raised_in`` and call stacks are found by code object. The shim registers the copies' code objects under the
-  SGLang name when ``register`` is handed a trampoline, and never the shared trampoline code, so the names stay right.
+  SGLang name when ``register`` is handed a trampoline, and never the shared trampoline code, so the names stay right
+  (the trampoline's code counts as simulated only for ``cache._unwrap_simulated``, never in a frame walk).
 Before mutmut runs, the targeted tests run once on the transformed copy (``verify``); a module whose tests do not
 pass there is reported, not mutated.
 
@@ -49,20 +50,26 @@ MODULES = {
     "simcache/evict_device.py": CORE,
     "simcache/cache.py": CORE,
     "simcache/tree.py": CORE,
-    "simcache/hicache.py": CORE,
+    "simcache/hicache.py": [*CORE, "tests/test_core_exact_hicache.py"],
     "simcache/requests.py": CORE,
     "simcache/lru.py": ["tests/test_lru.py", *CORE],
-    "simcache/controller.py": ["tests/test_pools.py", "tests/test_streams.py", *CORE],
+    "simcache/controller.py": ["tests/test_core_exact_controller.py", "tests/test_pools.py", "tests/test_streams.py",
+                               *CORE],
     "simcache/invariants.py": ["tests/test_invariants.py", *CORE],
-    "simcache/state.py": ["tests/test_invariants.py", "tests/test_static_views.py", *CORE],
-    "simcache/driver.py": ["tests/test_gallery.py", "tests/test_reference_scenarios.py", *CORE],
+    "simcache/state.py": ["tests/test_core_exact_state.py", "tests/test_invariants.py", "tests/test_static_views.py",
+                          *CORE],
+    "simcache/driver.py": ["tests/test_operations.py", "tests/test_core_exact_driver.py", "tests/test_gallery.py",
+                           "tests/test_reference_scenarios.py", *CORE],
     "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py"],
     "simcache/render/dot.py": ["tests/test_render.py", "tests/test_static_views.py", "tests/test_mutant_kills.py"],
     "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_browser.py"],
 }
-COPY = ("simcache", "tests", "pyproject.toml", "README.md")
+# test_streams loads a benchmark and runs a script
+COPY = ("simcache", "tests", "benchmarks", "scripts", "pyproject.toml", "README.md")
+# a mutant in a function no selected test calls is "no tests" to mutmut: as unkilled as a survivor, and scored so
+UNKILLED = ("survived", "no tests")
 
 # appended to the copy's simcache/trace_hooks.py: see the module docstring
 TRACE_HOOKS_SHIM = '''
@@ -92,7 +99,11 @@ class _MutmutCodes(dict):
     def __contains__(self, code):
         if self.pending:
             self._resolve()
-        return dict.__contains__(self, code) or code in self.trampolines
+        if dict.__contains__(self, code):
+            return True
+        # a trampoline counts only for cache.py's import-time unwrap (it keeps the wrapped function); a frame walk
+        # (call stacks, the code pane) skips the trampoline's frame and names the mutant's own frame below it
+        return code in self.trampolines and "_unwrap_simulated" in sys._getframe(1).f_code.co_name
 
 
 def _mutmut_mutants(fn):
@@ -105,6 +116,8 @@ def _mutmut_mutants(fn):
                 return inner.cell_contents
     return None
 
+
+import sys
 
 SIMULATED_CODE = _MutmutCodes(SIMULATED_CODE)
 _register_plain = register
@@ -162,7 +175,7 @@ def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | N
                 f"only_mutate = [{json.dumps(module)}]\n"
                 f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
                 'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
-                'also_copy = ["tests"]\n')
+                'also_copy = ["tests", "benchmarks", "scripts"]\n')
     return None
 
 
@@ -199,10 +212,16 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
+        before: dict[str, str] = {}
         if rerun:
-            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked"))
+            before = statuses(work)
+            names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
+            config = work / "pyproject.toml"  # the module's selection as it is now (a test file may have joined)
+            config.write_text(re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
+                                     lambda _: f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+                                     config.read_text()))
         else:
             if keep is not None:
                 shutil.rmtree(work, ignore_errors=True)
@@ -222,10 +241,13 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
             log, _ = proc.communicate()
             log += f"\nstopped after {timeout_s} s (--timeout); untested mutants are listed under 'other'"
         seconds = time.monotonic() - t0
-        status = statuses(work)
+        # mutmut forgets the results of functions whose tests changed; a mutant killed before stays killed (tests
+        # are only ever added), so a rerun keeps those results
+        status = {k: before[k] if s == "not checked" and before.get(k) in ("killed", "timeout") else s
+                  for k, s in statuses(work).items()}
         killed = sum(s in ("killed", "timeout") for s in status.values())
-        survived = sorted(k for k, s in status.items() if s == "survived")
-        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
+        survived = sorted(k for k, s in status.items() if s in UNKILLED)
+        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", *UNKILLED)}
         diffs = survivor_diffs(work, survived)  # what each survivor changed, for deciding: new test, or equivalent
         return dict(module=module, tests=tests, mutants=len(status), killed=killed, survived=len(survived),
                     score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, diffs=diffs,
