@@ -360,13 +360,14 @@ def test_attaching_and_detaching_a_recorder_swaps_the_class_and_rebinds_the_cont
 
 
 def simulated_methods():
-    """name -> the function ``@simulated`` wrapped, for every simulated method of the cache and its mixins."""
+    """name -> the function ``@simulated`` wrapped, for every simulated method of the cache and its mixins (found by
+    the wrapper's code, which every ``simulated`` call shares)."""
+    wrapper = vars(HiMambaRadixCache)["inc_lock_ref"].__code__
     out = {}
     for klass in reversed(HiMambaRadixCache.__mro__):
         for name, attr in vars(klass).items():
-            raw = getattr(attr, "__wrapped__", None)
-            if raw is not None and callable(raw):
-                out[name] = raw
+            if getattr(attr, "__code__", None) is wrapper:
+                out[name] = attr.__wrapped__
     return out
 
 
