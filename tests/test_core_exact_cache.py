@@ -408,3 +408,11 @@ def test_the_untraced_class_runs_the_same_cache_without_telling_anyone():
     assert snapshot(traced) == snapshot(untraced) and free_lists(traced) == free_lists(untraced)
     assert len(rec.steps) > 0 and type(untraced) is _UntracedCache
     assert isinstance(untraced.root_node, TreeNode)
+
+
+def test_a_cache_built_with_a_recorder_starts_traced_and_reports_to_it():
+    from simcache.config import CacheConfig
+    rec = Recorder(snapshots=False, invariants=False)
+    cache = HiMambaRadixCache(CacheConfig(), recorder=rec)
+    assert cache.recorder is rec and type(cache) is HiMambaRadixCache
+    assert cache.controller.evict_mamba.__func__ is HiMambaRadixCache.evict_mamba

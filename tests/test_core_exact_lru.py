@@ -227,3 +227,18 @@ def test_closing_a_round_compacts_a_heap_grown_past_twice_the_members_plus_the_s
     assert len(s.heap) == 1 + former
     r.close()
     assert s.heap == [(0.0, keep)] if compacted else len(s.heap) == 1 + former
+
+
+def test_the_full_list_resets_every_ancestor_even_one_without_a_mamba_state():
+    root = TreeNode(2, 0.0)
+    a, b, x = node(7, 7), node(8, 8), node(10, 10)
+    a.parent, b.parent, x.parent = root, a, root
+    a.mamba_value, b.mamba_value, x.mamba_value = None, [8], [10]  # a is a tombstone
+    full, mamba = LRUList("full"), LRUList("mamba")
+    for n in (b, a, x):
+        full.insert_mru(n)
+    for n in (b, x):
+        mamba.insert_mru(n)
+    full.reset_node_and_parents_mru(b, root)
+    mamba.reset_node_and_parents_mru(b, root)
+    assert (full.ids_mru_to_lru(), mamba.ids_mru_to_lru()) == ([8, 7, 10], [8, 10])

@@ -14,6 +14,7 @@ from simcache.driver import Driver
 from simcache.errors import CacheAssertion
 from simcache.keys import page_hashes
 from simcache.state import dfs
+from simcache.trace import Recorder
 from simcache.versions import preset
 
 
@@ -406,3 +407,94 @@ def test_unevict_gives_the_node_fresh_slots_and_updates_its_and_its_parents_leaf
     orphan.host_value = [7]
     cache._unevict_node(orphan, [23])  # no parent: only its own status
     assert snapshot(cache)["device_leaves"] == ["1,2/3", "9 (detached)"] and orphan.value == [23]
+
+
+# --- what the recorder is told --------------------------------------------------------------------------------------
+
+def steps(rec):
+    return [(s.kind, s.node, s.text) for s in rec.steps]
+
+
+def test_a_device_split_is_recorded_step_by_step():
+    cache = make_cache("write_back")
+    finished(cache, [1, 2, 3, 4])
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, None)
+    cache.match_prefix([1, 2, 9])
+    assert steps(rec) == [
+        ("call", None, "match_prefix()"), ("call", None, "_match_prefix_helper()"),
+        ("call", 7, "_split_node([1,2,3,4]#7)"),
+        ("set_discard", 7, "discard [1,2,3,4]#7 from evictable_full_device_leaves"),
+        ("lru_remove", 7, "remove [1,2,3,4]#7 from full_lru_list"),
+        ("lru_remove", 7, "remove [1,2,3,4]#7 from mamba_lru_list"),
+        ("attach", 8, "attach [1,2]#8 under []#2 at slot 1"),
+        ("lru_insert", 8, "insert [1,2]#8 into full_lru_list"),
+        ("lru_insert", 7, "insert [3,4]#7 into full_lru_list"),
+        ("lru_insert", 7, "insert [3,4]#7 into mamba_lru_list"),
+        ("split", 7, "split [3,4]#7: prefix [1,2]#8 takes its slot"),
+        ("set_add", 7, "add [3,4]#7 to evictable_full_device_leaves"),
+        ("call", 2, "_match_post_processor([]#2)")]
+
+
+def test_an_evicted_split_is_recorded_step_by_step_and_the_suffix_rejoins_the_host_leaves_last():
+    cache = make_cache("write_back")
+    finished(cache, [1, 2, 3, 4], [5])
+    cache.evict(32)
+    acked(cache)
+    assert [n.id for n in cache.evictable_full_host_leaves] == [7, 8]
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, None)
+    cache.match_prefix([1, 2, 9])
+    assert steps(rec) == [
+        ("call", None, "match_prefix()"), ("call", None, "_match_prefix_helper()"),
+        ("call", 7, "_split_node([1,2,3,4]#7)"), ("call", 7, "_split_evicted_node([1,2,3,4]#7)"),
+        ("set_discard", 7, "discard [1,2,3,4]#7 from evictable_full_host_leaves"),
+        ("attach", 9, "attach [1,2]#9 under []#2 at slot 1"),
+        ("split", 7, "split [3,4]#7: prefix [1,2]#9 takes its slot"),
+        ("set_add", 7, "add [3,4]#7 to evictable_full_host_leaves"),
+        ("call", 2, "_match_post_processor([]#2)")]
+    assert [n.id for n in cache.evictable_full_host_leaves] == [8, 7]
+
+
+class Holders:
+    """An observer in the recorder's place that keeps only what the insert loop says it holds."""
+
+    def __init__(self):
+        self.current = []
+
+    def enter(self, name, args):
+        pass
+
+    def exit(self, name):
+        pass
+
+    def event(self, kind, **data):
+        if kind == "current":
+            node = data["node"]
+            self.current.append(None if node is None else node.id)
+
+
+def test_the_insert_loop_tells_the_recorder_each_node_it_holds_including_a_split_prefix_then_none():
+    cache = make_cache("write_back")
+    finished(cache, [1, 2], [1, 2, 3, 4])
+    cache.recorder = holders = Holders()
+    cache.insert([1, 2, 3, 9], [0, 1, 2, 5], [3])  # [1,2], then [3,4] split at [3] (new prefix 9), then new [9]
+    assert holders.current == [7, 8, 9, 10, None]
+    assert [n[1:3] for n in nodes(cache)] == [(7, (1, 2)), (9, (3,)), (8, (4,)), (10, (9,))]
+
+
+def test_inserting_a_cached_path_whose_last_node_is_one_token_finds_it_instead_of_adding_a_twin():
+    cache = make_cache("write_back")
+    finished(cache, [1, 2], [1, 2, 3], [4])
+    leaf, single = node_at(cache, [1, 2], [3]), node_at(cache, [4])
+    assert cache.insert([1, 2, 3], [0, 1, 2], [5]) == (3, True)
+    assert cache.insert([4], [3], [6]) == (1, True)
+    assert node_at(cache, [1, 2], [3]) is leaf and node_at(cache, [4]) is single
+    assert [n[1:4] for n in nodes(cache)] == [(7, (1, 2), [0, 1]), (8, (3,), [2]), (9, (4,), [3])]
+
+
+@pytest.mark.parametrize("page_size, parent_key, hashes, prior", [
+    (1, (1,), ["a"], "a"), (1, (1, 2, 3), ["a", "b", "c"], "c"), (2, (1, 2), ["a"], "a")])
+def test_node_hashes_chain_from_the_parents_last_hash_whatever_its_length(page_size, parent_key, hashes, prior):
+    cache = make_cache("write_back", page_size=page_size, storage=True)
+    parent, child = cache._new_node(parent_key), cache._new_node((7, 8))
+    parent.parent, child.parent, parent.hash_value = cache.root_node, parent, hashes
+    assert cache._node_hashes(child) == page_hashes((7, 8), page_size, prior)
