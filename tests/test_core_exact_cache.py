@@ -416,3 +416,19 @@ def test_a_cache_built_with_a_recorder_starts_traced_and_reports_to_it():
     cache = HiMambaRadixCache(CacheConfig(), recorder=rec)
     assert cache.recorder is rec and type(cache) is HiMambaRadixCache
     assert cache.controller.evict_mamba.__func__ is HiMambaRadixCache.evict_mamba
+
+
+def test_a_device_leaf_that_gains_a_device_child_leaves_the_device_leaf_set():
+    cache = make_cache("write_back")
+    finished(cache, [1, 2])
+    assert snapshot(cache)["device_leaves"] == ["1,2"]
+    cache.insert([1, 2, 3], [0, 1, 2], [1])  # no request lock on [1,2]: only the child's arrival takes it out
+    assert snapshot(cache)["device_leaves"] == ["1,2/3"]
+
+
+@pytest.mark.parametrize("predicate", ["loop_old", "no_children"])
+def test_a_host_leaf_whose_child_is_evicted_and_backed_up_leaves_the_host_leaf_set(predicate):
+    cache, parent, leaf = host_pair(predicate)
+    cache.evictable_full_host_leaves.add(parent)  # listed before its child was evicted
+    cache._update_full_host_leaf_status(parent)
+    assert set(cache.evictable_full_host_leaves) == {leaf}
