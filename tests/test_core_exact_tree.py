@@ -498,3 +498,57 @@ def test_node_hashes_chain_from_the_parents_last_hash_whatever_its_length(page_s
     parent, child = cache._new_node(parent_key), cache._new_node((7, 8))
     parent.parent, child.parent, parent.hash_value = cache.root_node, parent, hashes
     assert cache._node_hashes(child) == page_hashes((7, 8), page_size, prior)
+
+
+def test_inserting_a_key_that_ends_inside_a_node_gives_the_split_prefix_the_mamba_state_and_the_mru_place():
+    cache = make_cache("write_back")
+    finished(cache, [1, 2, 3], [4])
+    assert cache.insert([1, 2], [5, 6], [3]) == (2, False)
+    assert [n[1:6] for n in nodes(cache)] == [(9, (1, 2), [0, 1], None, [3]), (7, (3,), [2], None, [0]),
+                                              (8, (4,), [3], None, [1])]
+    assert snapshot(cache)["full_lru"] == ["1,2", "1,2/3", "4"]
+    assert snapshot(cache)["mamba_lru"] == ["1,2", "1,2/3", "4"]
+
+
+def test_a_match_through_a_tombstone_that_ends_in_a_split_reuses_nothing():
+    """[1,2] is a tombstone above [3,4] (the only Mamba state): 1,2,3,9 ends by splitting [3,4] at [3], so the
+    deepest node with a Mamba state on the path is the root and no device slot is reusable."""
+    cache = make_cache("write_back")
+    finished(cache, [1, 2, 3, 4])
+    cache.match_prefix([1, 2, 9])
+    assert result(cache.match_prefix([1, 2, 3, 9])) == ([], 2, 2, 0, 2, 0)
+    assert [n[2:6] for n in nodes(cache)] == [((1, 2), [0, 1], None, None), ((3,), [2], None, None),
+                                              ((4,), [3], None, [0])]
+
+
+def test_a_one_token_match_matches_and_an_empty_one_does_not_touch_the_clock():
+    cache = make_cache("write_back")
+    finished(cache, [4], [5, 6])
+    clock = cache.clock
+    assert result(cache.match_prefix([])) == ([], 2, 2, 0, 2, 0)
+    assert cache.clock == clock
+    assert result(cache.match_prefix([4])) == ([0], 7, 2, 0, 7, 0)
+    assert cache.clock == clock + 1
+
+
+def test_insert_frees_no_slot_when_the_request_already_owned_the_whole_cached_segment():
+    """prev_prefix_len 2 over cached [1,2]: the request's slots 0,1 are the tree's own, so nothing is freed, not
+    even an empty list (a free of nothing is still a recorded step)."""
+    cache = make_cache("write_back")
+    finished(cache, [1, 2])
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, None)
+    assert cache.insert([1, 2, 3], [0, 1, 5], [1], prev_prefix_len=2) == (2, False)
+    assert [s.text for s in rec.steps if s.kind == "free"] == []
+    rec2 = Recorder(snapshots=False, invariants=False).attach(cache, None)
+    cache.insert([1, 2, 3, 4], [0, 1, 9, 6], [2], prev_prefix_len=2)
+    assert [s.text for s in rec2.steps if s.kind == "free"] == ["free device_kv [9]"]
+
+
+@pytest.mark.parametrize("chunked, hits", [(False, 2), (True, 1)])
+def test_a_chunked_insert_counts_no_hit_on_the_cached_path(chunked, hits):
+    cache = make_cache("write_through", write_through_threshold=3)
+    finished(cache, [1, 2])
+    node = node_at(cache, [1, 2])
+    assert (node.hit_count, node.host_value) == (1, None)
+    cache.insert([1, 2, 3], [0, 1, 5], [1], chunked=chunked, prev_prefix_len=2)
+    assert (node.hit_count, node_at(cache, [1, 2], [3]).hit_count) == (hits, 0 if chunked else 1)
