@@ -13,6 +13,7 @@ from helpers import free_lists, make_cache, node_at, snapshot
 from simcache.driver import Driver
 from simcache.errors import CacheAssertion
 from simcache.keys import page_hashes
+from simcache.node import TreeNode
 from simcache.state import dfs
 from simcache.trace import Recorder
 from simcache.versions import preset
@@ -552,3 +553,22 @@ def test_a_chunked_insert_counts_no_hit_on_the_cached_path(chunked, hits):
     assert (node.hit_count, node.host_value) == (1, None)
     cache.insert([1, 2, 3], [0, 1, 5], [1], chunked=chunked, prev_prefix_len=2)
     assert (node.hit_count, node_at(cache, [1, 2], [3]).hit_count) == (hits, 0 if chunked else 1)
+
+
+def test_a_matched_path_so_deep_that_its_times_could_reach_the_previous_tick_turns_the_kept_order_off():
+    """50,001 nodes under the root: the path's times step down by 1e-5 per node, past half a tick, so later times
+    could tie or shrink and eviction falls back to a heap per call. (The post-processor is called directly: a
+    50,001-token ``match_prefix`` spends its time slicing the key.)"""
+    cache = make_cache("write_back")
+    parent = cache.root_node
+    for i in range(50_001):
+        node = TreeNode(10 + i, float(i), (i,))
+        node.parent, node.value = parent, [0]
+        parent.children[i] = node
+        cache.full_lru_list.insert_mru(node)
+        parent = node
+    node.mamba_value = [0]
+    cache.mamba_lru_list.insert_mru(node)
+    r = cache._match_post_processor([[0]] * 50_001, node, 50_001)
+    assert (r.best_last_node, len(r.device_indices)) == (node, 50_001)
+    assert cache.evictable_full_device_leaves.heap is None and cache.evictable_full_host_leaves.heap is None
