@@ -52,6 +52,7 @@ MODULES = {
     "simcache/tree.py": [*CORE, "tests/test_core_exact_tree.py"],
     "simcache/hicache.py": CORE,
     "simcache/requests.py": [*CORE, "tests/test_core_exact_requests.py"],
+    "simcache/storage.py": [*CORE, "tests/test_main_2026_06.py", "tests/test_core_exact_storage.py"],
     "simcache/lru.py": ["tests/test_lru.py", *CORE, "tests/test_core_exact_lru.py"],
     "simcache/controller.py": ["tests/test_pools.py", "tests/test_streams.py", *CORE],
     "simcache/invariants.py": ["tests/test_invariants.py", *CORE],
