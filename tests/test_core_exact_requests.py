@@ -204,3 +204,65 @@ def test_caching_an_unfinished_request_off_the_page_grid_asserts_with_sglangs_me
         cache.cache_unfinished_req(req)
     assert str(raised.value) == ("page_aligned_len != len(kv_indices), page_aligned_len=2, len(kv_indices)=3, "
                                  "cache_len=3, self.page_size=2")
+
+
+def test_a_full_mamba_pool_costs_exactly_one_mamba_state_the_least_recent_even_an_internal_ones():
+    """Three slots: [1,2] (internal), [1,2,3] and the request 5,6. Caching 5,6 needs a fourth: [1,2]'s state is
+    the least recent and goes alone (no KV is evicted, [3] keeps its state); the fork copies the request's."""
+    cache = make_cache("write_back", device_mamba=3)
+    drv, req = started(cache, [1, 2], [1, 2, 3], tokens=[5, 6])
+    working = cache.pools.device_mamba.read([req.mamba_pool_idx])
+    cache.cache_unfinished_req(req)
+    assert fields(req) == dict(kv=[3, 4], mamba_pool_idx=2, track_buffer=None, cache_protected_len=2, last_node=9,
+                               mamba_last_track_seqlen=None, prefix_indices=[3, 4])
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=1 h=0 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0", "2 3 v=1 h=0 m=1 mh=0 fl=0 ml=0 hr=0 hmr=0",
+              "1 5,6 v=1 h=0 m=1 mh=0 fl=1 ml=1 hr=0 hmr=0"],
+        sizes=dict(full_evictable=3, full_protected=2, mamba_evictable=1, mamba_protected=1),
+        full_lru=["5,6", "1,2/3", "1,2"], mamba_lru=["5,6", "1,2/3"], host_mamba_lru=[], device_leaves=["1,2/3"],
+        host_leaves=[])
+    assert nodes(cache)[2][4] == [0] and cache.pools.device_mamba.read([0]) == working
+    assert free_lists(cache)["device_kv"] == list(range(5, 32))
+
+
+def test_caching_an_unfinished_request_with_a_free_slot_evicts_nothing_and_forks_the_working_state():
+    cache = make_cache("write_back")
+    drv, req = started(cache, [7, 8], [1, 2], tokens=[1, 2, 3, 4])
+    working = cache.pools.device_mamba.read([req.mamba_pool_idx])
+    cache.cache_unfinished_req(req)
+    assert [n[2:5] for n in nodes(cache)] == [((1, 2), [2, 3], [1]), ((3, 4), [4, 5], [3]),
+                                              ((7, 8), [0, 1], [0])]
+    assert cache.pools.device_mamba.read([3]) == working
+    assert free_lists(cache)["device_kv"] == list(range(6, 32))  # none of the tree's slots freed
+
+
+def test_caching_an_unfinished_request_passes_its_matched_prefix_so_the_trees_slots_stay_taken():
+    cache = make_cache("write_back")
+    drv, req = started(cache, [1, 2], tokens=[1, 2, 3, 4])
+    cache.cache_unfinished_req(req)
+    assert free_lists(cache)["device_kv"] == list(range(4, 32))
+    assert cache.pools.device_kv.double_frees == []
+
+
+@pytest.mark.parametrize("chunked, hits", [(None, 2), (True, 1)])
+def test_an_unfinished_request_is_not_chunked_unless_told_so(chunked, hits):
+    """Under the follow-up fix ``chunked`` reaches insert, where a chunked insert counts no hit."""
+    from simcache.versions import preset
+    cache = make_cache("write_through", flags=preset("followup_fix"), write_through_threshold=3)
+    drv, req = started(cache, [1, 2], tokens=[1, 2, 3, 4])
+    if chunked is None:
+        cache.cache_unfinished_req(req)
+    else:
+        cache.cache_unfinished_req(req, chunked=chunked)
+    assert cache.root_node.children[1].hit_count == hits
+
+
+def test_a_protected_length_past_the_last_page_of_the_new_prefix_asserts():
+    """Page size 1: 2 matched tokens allow a protected length of at most 2 + 1 - 1."""
+    cache = make_cache("write_back")
+    drv, req = started(cache, tokens=[1, 2])
+    req.cache_protected_len = 3
+    with pytest.raises(CacheAssertion) as raised:
+        cache.cache_unfinished_req(req)
+    assert str(raised.value) == ("req.cache_protected_len=3, len(new_indices)=2, len(page_aligned_token_ids)=2, "
+                                 "mamba_exist=False")
