@@ -203,12 +203,12 @@ def survivor_diffs(work: Path, names: list[str]) -> dict[str, str]:
 def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True,
                keep: Path | None = None, rerun: bool = False) -> dict:
     """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors (and the
-    mutants a timeout left unchecked) again, against the project's current tests."""
+    mutants a timeout left unchecked, or no selected test ran) again, against the project's current tests."""
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
         if rerun:
-            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked"))
+            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked", "no tests"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
         else:
@@ -232,8 +232,9 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         seconds = time.monotonic() - t0
         status = statuses(work)
         killed = sum(s in ("killed", "timeout") for s in status.values())
-        survived = sorted(k for k, s in status.items() if s == "survived")
-        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
+        # a mutant no selected test runs ("no tests") is not killed: it counts as a survivor
+        survived = sorted(k for k, s in status.items() if s in ("survived", "no tests"))
+        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived", "no tests")}
         diffs = survivor_diffs(work, survived)  # what each survivor changed, for deciding: new test, or equivalent
         return dict(module=module, tests=tests, mutants=len(status), killed=killed, survived=len(survived),
                     score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, diffs=diffs,

@@ -88,6 +88,7 @@ def test_a_finished_prefetch_inserts_what_arrived_and_frees_the_rest_at_the_next
         sizes=dict(full_evictable=2, full_protected=0, mamba_evictable=1, mamba_protected=0), full_lru=["1,2"],
         mamba_lru=["1,2"], host_mamba_lru=["1,2", "1,2/3,4"], device_leaves=["1,2"], host_leaves=["1,2/3,4"])
     assert list(cc.host_mem_release_queue) == [[4, 5]]
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7]  # slot 1 is the new leaf's now
     cache.check_hicache_events()
     assert list(cc.host_mem_release_queue) == [] and free_lists(cache)["host_kv"] == [6, 7, 4, 5]
 
@@ -163,3 +164,21 @@ def test_a_declined_prefetch_changes_nothing(why):
     before = (snapshot(cache), free_lists(cache))
     cache.prefetch_from_storage("pf", anchor, [3, 4, 5])
     assert cache.ongoing_prefetch == {} and (snapshot(cache), free_lists(cache)) == before
+
+
+def test_a_prefetch_that_brings_only_tokens_already_on_the_host_frees_its_mamba_slot_too():
+    cache, anchor = backed_up()
+    finished(cache, [1, 2, 3, 4])
+    acked(cache)
+    cc = cache.controller
+    while cc.pending_backups:
+        cc.complete_backup(min(cc.pending_backups))
+    cache.check_hicache_events()
+    cache.prefetch_from_storage("pf", anchor, [3, 4])
+    op = cache.ongoing_prefetch["pf"].operation
+    slot = op.mamba[0].host_indices
+    cc.finish_prefetch(op, 2, True, ["h1"])
+    cache.check_prefetch_progress("pf")
+    assert cache.prefetch_loaded_tokens_by_reqid == {"pf": 0}
+    assert free_lists(cache)["host_mamba"][-1:] == slot and cache.pools.host_mamba.double_frees == []
+    assert [n.key for n in anchor.children.values()] == [(3, 4)] and anchor.children[(3, 4)].children == {}
