@@ -266,3 +266,11 @@ def test_a_protected_length_past_the_last_page_of_the_new_prefix_asserts():
         cache.cache_unfinished_req(req)
     assert str(raised.value) == ("req.cache_protected_len=3, len(new_indices)=2, len(page_aligned_token_ids)=2, "
                                  "mamba_exist=False")
+
+
+def test_a_fork_without_a_source_hands_out_a_fresh_slot_and_copies_nothing():
+    cache = make_cache("write_back")
+    assert cache._fork_mamba(None) == [0]
+    assert cache.pools.device_mamba.read([0]) == [0] and free_lists(cache)["device_mamba"] == list(range(1, 8))
+    cache.pools.device_mamba.alloc(7)
+    assert cache._fork_mamba(3) is None  # a full pool: no slot, nothing read or written
