@@ -242,3 +242,39 @@ def test_the_full_list_resets_every_ancestor_even_one_without_a_mamba_state():
     full.reset_node_and_parents_mru(b, root)
     mamba.reset_node_and_parents_mru(b, root)
     assert (full.ids_mru_to_lru(), mamba.ids_mru_to_lru()) == ([8, 7, 10], [8, 10])
+
+
+def test_re_adding_a_member_during_a_round_keeps_it_a_start_member():
+    a, b = node(2, 1), node(3, 2)
+    s = leaf_set(a, b)
+    r = EvictionRound(s)
+    s.add(a)  # its status re-checked while still a leaf: nothing changes
+    assert walk(r, s) == [2, 3]
+    r.close()
+
+
+def test_a_pushed_parent_that_left_the_set_is_skipped_and_the_walk_goes_on():
+    a, c, p = node(2, 1), node(4, 3), node(1, 0.5)
+    s = leaf_set(a, c)
+    r = EvictionRound(s)
+    assert r.next() is a
+    s.discard(a)
+    s.add(p)
+    r.push_parent(p)
+    s.discard(p)  # locked again before its turn
+    assert r.next() is c
+    s.discard(c)
+    assert r.next() is None
+    r.close()
+
+
+def test_a_pushed_parent_waits_for_older_start_members():
+    a, b, p = node(2, 1), node(3, 2), node(1, 3)
+    s = leaf_set(a, b)
+    r = EvictionRound(s)
+    assert r.next() is a
+    s.discard(a)
+    s.add(p)
+    r.push_parent(p)
+    assert walk(r, s) == [3, 1]
+    r.close()
