@@ -48,11 +48,12 @@ MODULES = {
     "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
     "simcache/evict_host.py": CORE,
     "simcache/evict_device.py": CORE,
-    "simcache/cache.py": CORE,
-    "simcache/tree.py": CORE,
+    "simcache/cache.py": [*CORE, "tests/test_core_exact_cache.py"],
+    "simcache/tree.py": [*CORE, "tests/test_core_exact_tree.py"],
     "simcache/hicache.py": [*CORE, "tests/test_core_exact_hicache.py"],
-    "simcache/requests.py": CORE,
-    "simcache/lru.py": ["tests/test_lru.py", *CORE],
+    "simcache/requests.py": [*CORE, "tests/test_core_exact_requests.py"],
+    "simcache/storage.py": [*CORE, "tests/test_main_2026_06.py", "tests/test_core_exact_storage.py"],
+    "simcache/lru.py": ["tests/test_lru.py", *CORE, "tests/test_core_exact_lru.py"],
     "simcache/controller.py": ["tests/test_core_exact_controller.py", "tests/test_pools.py", "tests/test_streams.py",
                                *CORE],
     "simcache/invariants.py": ["tests/test_invariants.py", *CORE],
@@ -208,7 +209,7 @@ def survivor_diffs(work: Path, names: list[str]) -> dict[str, str]:
 def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True,
                keep: Path | None = None, rerun: bool = False) -> dict:
     """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors (and the
-    mutants a timeout left unchecked) again, against the project's current tests."""
+    mutants a timeout left unchecked, or no selected test ran) again, against the project's current tests."""
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []

@@ -1,0 +1,184 @@
+"""Exact outcomes of ``storage.py``: L3 backups (host refs, the Mamba half, storage acks), prefetches (declined,
+truncated, issued, completed, revoked) and ``_insert_helper_host``. Written for the mutation run
+(``benchmarks/mutation.py``): each test compares the in-flight maps, the pools and the whole state.
+"""
+from __future__ import annotations
+
+import pytest
+from helpers import free_lists, make_cache, snapshot
+
+from simcache.controller import MambaTransfer
+from simcache.driver import Driver
+from simcache.keys import page_hashes
+
+
+def finished(cache, *requests):
+    drv = Driver(cache)
+    for tokens in requests:
+        drv.finish(drv.start(list(tokens)))
+    return drv
+
+
+def acked(cache):
+    cache.controller.complete_writes(64)
+    cache.check_hicache_events()
+
+
+def test_a_written_through_node_with_hashes_is_backed_up_to_storage_and_host_referenced_until_the_ack():
+    cache = make_cache("write_through", page_size=2, storage=True)
+    finished(cache, [1, 2, 3, 4])
+    acked(cache)
+    cc = cache.controller
+    node = cache.root_node.children[(1, 2)]
+    assert cache.ongoing_backup == {1: (node, True)}
+    op = cc.pending_backups[1]
+    assert (op.host_indices, op.key, op.hash_value, op.mamba) == (
+        [0, 1, 2, 3], (1, 2, 3, 4), page_hashes((1, 2, 3, 4), 2, None), [MambaTransfer([0], None)])
+    assert snapshot(cache)["tree"] == ["1 1,2,3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1"]
+    cc.complete_backup(1)
+    cache.check_hicache_events()
+    assert (cache.ongoing_backup, cc.pending_backups, list(cc.ack_backup_queue)) == ({}, {}, [])
+    assert snapshot(cache)["tree"] == ["1 1,2,3,4 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert free_lists(cache)["host_kv"] == [4, 5, 6, 7]
+
+
+def backed_up(**config):
+    """[1,2] written through and backed up to storage, every ack in (page size 2)."""
+    cache = make_cache("write_through", page_size=2, storage=True, **config)
+    finished(cache, [1, 2])
+    acked(cache)
+    cc = cache.controller
+    cc.complete_backup(min(cc.pending_backups))
+    cache.check_hicache_events()
+    return cache, cache.root_node.children[(1, 2)]
+
+
+def in_flight(cache):
+    return {k: (v.last_host_node.id, v.token_ids, v.host_indices) for k, v in cache.ongoing_prefetch.items()}
+
+
+def test_a_prefetch_reserves_whole_pages_and_a_host_mamba_slot_and_protects_its_anchor():
+    cache, anchor = backed_up()
+    cache.prefetch_from_storage("pf", anchor, [3, 4, 5, 6, 7])
+    op = cache.ongoing_prefetch["pf"].operation
+    assert in_flight(cache) == {"pf": (7, [3, 4, 5, 6], [2, 3, 4, 5])}
+    assert (op.request_id, op.host_indices, op.token_ids, op.prefix_tokens, op.mamba) == (
+        "pf", [2, 3, 4, 5], [3, 4, 5, 6], [1, 2], [MambaTransfer([1], None)])
+    assert cache.controller.prefetch_tokens_occupied == 4
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=1 hmr=1"]
+    assert snapshot(cache)["host_mamba_lru"] == []  # a protected host Mamba state leaves the host list
+    assert (free_lists(cache)["host_kv"], free_lists(cache)["host_mamba"]) == ([6, 7], [2, 3, 4, 5, 6, 7])
+
+
+def test_a_finished_prefetch_inserts_what_arrived_and_frees_the_rest_at_the_next_drain():
+    cache, anchor = backed_up()
+    cc = cache.controller
+    cache.prefetch_from_storage("pf", anchor, [3, 4, 5, 6])
+    op = cache.ongoing_prefetch["pf"].operation
+    cc.finish_prefetch(op, 2, True, ["h1"])
+    cc.append_host_mem_release(op.host_indices[2:])
+    assert cache.check_prefetch_progress("pf") is True
+    assert (in_flight(cache), cc.prefetch_tokens_occupied, cache.prefetch_loaded_tokens_by_reqid) == ({}, 0,
+                                                                                                      {"pf": 2})
+    leaf = anchor.children[(3, 4)]
+    assert (leaf.id, leaf.key, leaf.value, leaf.host_value, leaf.mamba_host_value, leaf.hash_value) == (
+        8, (3, 4), None, [2, 3], [1], ["h1"])
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0", "2 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=dict(full_evictable=2, full_protected=0, mamba_evictable=1, mamba_protected=0), full_lru=["1,2"],
+        mamba_lru=["1,2"], host_mamba_lru=["1,2", "1,2/3,4"], device_leaves=["1,2"], host_leaves=["1,2/3,4"])
+    assert list(cc.host_mem_release_queue) == [[4, 5]]
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7]  # slot 1 is the new leaf's now
+    cache.check_hicache_events()
+    assert list(cc.host_mem_release_queue) == [] and free_lists(cache)["host_kv"] == [6, 7, 4, 5]
+
+
+def test_a_prefetch_whose_mamba_state_missed_inserts_the_kv_and_frees_the_mamba_slot():
+    cache, anchor = backed_up()
+    cc = cache.controller
+    cache.prefetch_from_storage("pf", anchor, [3, 4])
+    op = cache.ongoing_prefetch["pf"].operation
+    cc.finish_prefetch(op, 2, False, ["h1"])
+    cache.check_prefetch_progress("pf")
+    leaf = anchor.children[(3, 4)]
+    assert (leaf.host_value, leaf.mamba_host_value) == ([2, 3], None)
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7, 1]
+    assert snapshot(cache)["host_mamba_lru"] == ["1,2"]
+
+
+def test_a_prefetch_of_tokens_already_on_the_host_frees_their_slots():
+    """[1,2]/[3,4] is on the host already; a prefetch under [1,2] of 3,4,5,6 matches 3,4 (its slots go back) and
+    inserts 5,6 under [3,4]."""
+    cache, anchor = backed_up()
+    finished(cache, [1, 2, 3, 4])
+    acked(cache)
+    cc = cache.controller
+    while cc.pending_backups:
+        cc.complete_backup(min(cc.pending_backups))
+    cache.check_hicache_events()
+    before = free_lists(cache)["host_kv"]
+    cache.prefetch_from_storage("pf", anchor, [3, 4, 5, 6])
+    op = cache.ongoing_prefetch["pf"].operation
+    cc.finish_prefetch(op, 4, True, ["h1", "h2"])
+    cache.check_prefetch_progress("pf")
+    assert cache.prefetch_loaded_tokens_by_reqid == {"pf": 2}
+    assert free_lists(cache)["host_kv"] == before[4:] + op.host_indices[:2]
+    leaf = anchor.children[(3, 4)].children[(5, 6)]
+    assert (leaf.host_value, leaf.mamba_host_value, leaf.hash_value) == (op.host_indices[2:], [2], ["h2"])
+
+
+def test_prefetch_progress_is_done_for_an_unknown_request_and_waits_under_wait_complete_until_every_page():
+    cache, anchor = backed_up(prefetch_stop_policy="wait_complete")
+    assert cache.check_prefetch_progress("nobody") is True
+    cache.prefetch_from_storage("pf", anchor, [3, 4, 5, 6])
+    op = cache.ongoing_prefetch["pf"].operation
+    assert cache.check_prefetch_progress("pf") is False
+    cache.controller.finish_prefetch(op, 2, True, ["h1", "h2"])  # two pages hashed, one arrived
+    assert cache.check_prefetch_progress("pf") is False and "pf" in cache.ongoing_prefetch
+    cache.controller.finish_prefetch(op, 4, True, ["h1", "h2"])
+    assert cache.check_prefetch_progress("pf") is True and cache.ongoing_prefetch == {}
+
+
+def test_a_revoked_prefetch_frees_its_mamba_slot_and_releases_its_anchor_at_the_drain():
+    cache, anchor = backed_up()
+    cc = cache.controller
+    cache.prefetch_from_storage("pf", anchor, [3, 4, 5, 6])
+    cc.prefetch_revoke_queue.append("pf")
+    cc.prefetch_revoke_queue.append("gone")  # a request with no prefetch: nothing to undo
+    cache.check_hicache_events()
+    assert (in_flight(cache), cc.prefetch_tokens_occupied, list(cc.prefetch_revoke_queue)) == ({}, 0, [])
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    assert free_lists(cache)["host_mamba"] == [2, 3, 4, 5, 6, 7, 1]
+    assert snapshot(cache)["host_mamba_lru"] == ["1,2"]
+
+
+@pytest.mark.parametrize("why", ["storage off", "below threshold", "rate limited", "no host kv"])
+def test_a_declined_prefetch_changes_nothing(why):
+    cache, anchor = backed_up(prefetch_threshold=4 if why == "below threshold" else 1)
+    if why == "storage off":
+        cache.enable_storage = False
+    if why == "rate limited":
+        cache.controller.prefetch_tokens_occupied = cache.controller.prefetch_capacity_limit
+    if why == "no host kv":  # and nothing to evict: the anchor is the only host node, and it is protected
+        cache.pools.host_kv.alloc(len(cache.pools.host_kv.free_slots))
+    before = (snapshot(cache), free_lists(cache))
+    cache.prefetch_from_storage("pf", anchor, [3, 4, 5])
+    assert cache.ongoing_prefetch == {} and (snapshot(cache), free_lists(cache)) == before
+
+
+def test_a_prefetch_that_brings_only_tokens_already_on_the_host_frees_its_mamba_slot_too():
+    cache, anchor = backed_up()
+    finished(cache, [1, 2, 3, 4])
+    acked(cache)
+    cc = cache.controller
+    while cc.pending_backups:
+        cc.complete_backup(min(cc.pending_backups))
+    cache.check_hicache_events()
+    cache.prefetch_from_storage("pf", anchor, [3, 4])
+    op = cache.ongoing_prefetch["pf"].operation
+    slot = op.mamba[0].host_indices
+    cc.finish_prefetch(op, 2, True, ["h1"])
+    cache.check_prefetch_progress("pf")
+    assert cache.prefetch_loaded_tokens_by_reqid == {"pf": 0}
+    assert free_lists(cache)["host_mamba"][-1:] == slot and cache.pools.host_mamba.double_frees == []
+    assert [n.key for n in anchor.children.values()] == [(3, 4)] and anchor.children[(3, 4)].children == {}
