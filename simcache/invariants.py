@@ -347,11 +347,12 @@ class BoundaryCheck:
         _REKIDS.add(node)
 
     def pool_event(self, pool: str, what: str, slots: tuple) -> None:
-        """A pool's alloc or free (its free counts, mirrored: ``_free_count``'s arithmetic on the same slots)."""
-        import numpy as np
-
-        if what in ("alloc", "free") and pool in self.free:
-            (np.subtract if what == "alloc" else np.add).at(self.free[pool], np.array(slots, dtype=np.intp), 1)
+        """A pool's alloc or free: its slots' free counts changed (``loose`` is brought up to date at the
+        boundary, from the pool's counts)."""
+        if what == "alloc" or what == "free":
+            got = self._events.get(pool)
+            if got is not None:
+                got += slots
 
     def relinked(self, parent, child) -> None:
         """``parent.children``'s entry for ``child`` changed (attach, detach: ``child`` entered or left it)."""
@@ -382,15 +383,27 @@ class BoundaryCheck:
         self.want_m: set[int] = set()
         self.host_m: set[int] = set()
         pools = cache.pools.all()
-        # per pool: how many attached nodes own each slot (all, and those whose slots must hold fingerprints),
-        # what each such slot must hold, and the used slots nobody of the tree refers to
-        self.refs = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.cnt = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.exp = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
+        # per pool, in plain lists (an operation changes a few dozen slots: per-slot Python beats a numpy call):
+        # how many attached nodes own each slot (all, and those whose slots must hold fingerprints), what each
+        # such slot must hold, the used slots nobody of the tree refers to (``loose``), the slots owned twice
+        self.refs = {p: [0] * pools[p].size for p in _POOL_NAMES}
+        self.cnt = {p: [0] * pools[p].size for p in _POOL_NAMES}
+        self.exp = {p: [0] * pools[p].size for p in _POOL_NAMES}
+        self.loose = {p: {i for i, f in enumerate(pools[p]._free_count) if f == 0} for p in _POOL_NAMES}
+        self.multi = dict.fromkeys(_POOL_NAMES, 0)
         self.shared = dict.fromkeys(_POOL_NAMES, False)
-        self.free = {p: np.array(pools[p]._free_count, dtype=np.int64) for p in _POOL_NAMES}  # kept from events
+        # what the kv check compares a pool's data with, in one vectorised step: ``data & mask == want`` where
+        # mask is all ones on the owned slots and zero elsewhere, want the fingerprints there (its bytes kept)
+        self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
+        self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
+        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}
+        self.owned = dict.fromkeys(_POOL_NAMES, 0)  # slots with an owner that says what they hold
+        self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
+        # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
+        self._q: dict[str, tuple] = {p: ([], [], [], [], []) for p in _POOL_NAMES}
         for n in self._subtree(root, _H0, 0):
             self._recount(n)
+        self._flush()
         for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
             for n in s:
                 self._releaf(n)
@@ -483,9 +496,9 @@ class BoundaryCheck:
         return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
                 owned)
 
-    def _apply(self, n, s: tuple, sign: int, slots_too: bool = True) -> None:
-        import numpy as np
-
+    def _apply(self, n, s: tuple, sign: int, owned=None) -> None:
+        """Add (``sign`` +1) or take out (-1) node ``n``'s share ``s``; its owned slots: ``owned`` (default: the
+        share's own, ``s[10]``; a node whose share changes moves only the entries that differ)."""
         bad = self.bad
         bad["tier"] += sign * s[0]
         bad["backup"] += sign * s[1]
@@ -496,17 +509,74 @@ class BoundaryCheck:
         for flag, ids in ((s[7], self.want_full), (s[8], self.want_m), (s[9], self.host_m)):
             if flag:
                 (ids.add if sign > 0 else ids.discard)(n.id)
-        for pool, slots, want in s[10] if slots_too else ():
-            idx = np.array(slots, dtype=np.intp)
-            np.add.at(self.refs[pool], idx, sign)
-            if want is None:
-                continue
-            cnt = self.cnt[pool]
-            np.add.at(cnt, idx, sign)
+        q = self._q  # queued: ``_flush`` applies them per pool, every -1 before any +1
+        for pool, slots, want in s[10] if owned is None else owned:
+            rp, rm, cp, cm, cw = q[pool]
             if sign > 0:
-                self.exp[pool][idx] = want
-                if (cnt[idx] > 1).any():
-                    self.shared[pool] = True  # two owners: ``exp`` holds the last one's; rebuilt once they part
+                rp += slots
+                if want is not None:
+                    cp += slots
+                    cw += want
+            else:
+                rm += slots
+                if want is not None:
+                    cm += slots
+
+    def _flush(self) -> None:
+        """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state."""
+        pools = self.cache.pools.all()
+        for pool, (rp, rm, cp, cm, cw) in self._q.items():
+            events = self._events[pool]
+            if not (rp or rm or cp or cm or events):
+                continue
+            refs, cnt, exp = self.refs[pool], self.cnt[pool], self.exp[pool]
+            kv: set[int] = set()  # slots whose owned-ness or wanted content changed
+            multi = self.multi[pool]
+            for i in rm:
+                refs[i] -= 1
+            owned = self.owned[pool]
+            for i in cm:
+                cnt[i] -= 1
+                if cnt[i] == 1:
+                    multi -= 1
+                elif cnt[i] == 0:
+                    owned -= 1
+                kv.add(i)
+            for i in rp:
+                refs[i] += 1
+            for i, w in zip(cp, cw, strict=True):
+                cnt[i] += 1
+                if cnt[i] == 1:
+                    owned += 1
+                elif cnt[i] == 2:
+                    multi += 1
+                    self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
+                exp[i] = w
+                kv.add(i)
+            self.multi[pool], self.owned[pool] = multi, owned
+            free, loose = pools[pool]._free_count, self.loose[pool]
+            for group in (rm, rp, events):
+                for i in group:
+                    if free[i] == 0 and refs[i] == 0:
+                        loose.add(i)
+                    else:
+                        loose.discard(i)
+            if kv:
+                self._rewant(pool, kv)
+            for q in (rp, rm, cp, cm, cw, events):
+                q.clear()
+
+    def _rewant(self, pool: str, slots) -> None:
+        """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
+        import numpy as np
+
+        cnt, exp = self.cnt[pool], self.exp[pool]
+        idx = list(slots)
+        on = [cnt[i] > 0 for i in idx]
+        self.mask[pool][idx] = np.array([-1 if o else 0 for o in on], dtype=np.int64)
+        self.want[pool][idx] = np.array([exp[i] if o else 0 for i, o in zip(idx, on, strict=True)],
+                                        dtype=np.int64)
+        self.want_bytes[pool] = self.want[pool].tobytes()
 
     def _recount(self, n) -> None:
         new = self._share_of(n) if id(n) in self.att and n is not self.root else None
@@ -542,9 +612,6 @@ class BoundaryCheck:
     # --- the check ---
     def failing(self, live=()) -> set[str]:
         """``failing(cache, live)``, from the state kept and what changed since the last call."""
-        import numpy as np
-
-
         cache, root = self.cache, self.root
         touched = _TOUCHED | self.seen
         moved = set(_MOVED)
@@ -649,28 +716,38 @@ class BoundaryCheck:
                     again[id(c)] = c
         nodes = [n for n in again.values() if isinstance(n, TreeNode)]
         shares = [self._share_of(n) if id(n) in self.att and n is not root else None for n in nodes]
-        same_slots = set()
+        coming: dict[int, object] = {}  # node -> the owned entries its new share adds (default: all)
         for n, new in zip(nodes, shares, strict=True):  # every old share out before any new one comes in
             old = self.share.get(id(n))
             if old is not None and not (new is not None and old[0] is n and old[1] == new):
                 del self.share[id(n)]
-                keep = new is not None and old[0] is n and old[1][10] is new[10]
-                if keep:
-                    same_slots.add(id(n))
-                self._apply(old[0], old[1], -1, slots_too=not keep)
+                gone = old[1][10]
+                if new is not None and old[0] is n:  # the same node: only the owned entries that changed move
+                    was, now = gone, new[10]
+                    if was is now or was == now:
+                        gone = coming[id(n)] = ()
+                    else:
+                        gone = [e for e in was if e not in now]
+                        coming[id(n)] = [e for e in now if e not in was]
+                self._apply(old[0], old[1], -1, gone)
         for n, new in zip(nodes, shares, strict=True):
             if new is not None and id(n) not in self.share:
                 self.share[id(n)] = (n, new)
-                self._apply(n, new, +1, slots_too=id(n) not in same_slots)
+                self._apply(n, new, +1, coming.get(id(n), new[10]))
             self._releaf(n)
+        self._flush()
         pools = cache.pools.all()
         if any(p.streams is not None or p.inflight or p._np is None for p in pools.values()):
             return failing(cache, live, self.memo)  # copies in flight: read them as the named check does
         # 3. the answer
         bad: set[str] = set()
         att, att_ids = self.att, self.att_ids
-        if self.bad["held"] or any(not lru.cache.keys() <= att_ids for lru in (
-                cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list)) or \
+        # the LRU lists hold what they should: then every member is attached (the wanted sets hold attached nodes
+        # only) and the attachment check need not read them
+        lru_ok = self.want_full == cache.full_lru_list.cache.keys() and \
+            self.want_m == cache.mamba_lru_list.cache.keys() and cache.mamba_host_lru_list.cache.keys() <= self.host_m
+        if self.bad["held"] or (not lru_ok and any(not lru.cache.keys() <= att_ids for lru in (
+                cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list))) or \
                 any(id(n) not in att for n in cache.ongoing_write_through.values()) or \
                 any(id(n) not in att for n in cache.ongoing_load_back.values()) or \
                 any(id(n) not in att for n, _ in cache.ongoing_backup.values()) or \
@@ -680,19 +757,18 @@ class BoundaryCheck:
             bad.add("tier_monotonicity")
         if self.bad["backup"]:
             bad.add("backup_continuity")
-        if any(self.shared.values()) and self._exp_shared(pools):
+        if any(self.shared.values()) and self._exp_shared():
             return failing(cache, live, self.memo)  # a slot owned twice: the named check's way
         if self.bad["mlen"]:
             bad.add("kv_content")
         else:
             for name in _POOL_NAMES:
-                if ((pools[name]._np != self.exp[name]) & (self.cnt[name] > 0)).any():
+                if self.owned[name] and (pools[name]._np & self.mask[name]).tobytes() != self.want_bytes[name]:
                     bad.add("kv_content")
                     break
         if self.bad["leaf"]:
             bad.add("leaf_sets")
-        if self.want_full != cache.full_lru_list.cache.keys() or self.want_m != cache.mamba_lru_list.cache.keys() \
-                or not cache.mamba_host_lru_list.cache.keys() <= self.host_m:
+        if not lru_ok:
             bad.add("lru_membership")
         dev, prot, mall, mprot = self.sums
         if (cache.full_evictable_size_, cache.full_protected_size_) != (dev - prot, prot) or \
@@ -702,27 +778,30 @@ class BoundaryCheck:
             bad.add("no_double_free")
         extra = None
         for name in _POOL_NAMES:
-            loose = (self.free[name] == 0) & (self.refs[name] == 0)
-            if loose.any():
-                loose = np.flatnonzero(loose)
+            loose = self.loose[name]
+            if loose:
                 if extra is None:
                     extra = _other_refs(cache, live)
-                if not set(loose.tolist()) <= extra[name]:
+                if not loose <= extra[name]:
                     bad.add("no_leak")
                     break
         return bad
 
-    def _exp_shared(self, pools) -> bool:
+    def _exp_shared(self) -> bool:
         """Whether a slot is owned by two attached nodes now; once none is, ``exp`` is rebuilt from the shares."""
-        if any((self.cnt[name] > 1).any() for name in _POOL_NAMES if self.shared[name]):
+        if any(self.multi[name] for name in _POOL_NAMES if self.shared[name]):
             return True
         for name in _POOL_NAMES:
             if self.shared[name]:
-                exp = self.exp[name]
+                exp, touched = self.exp[name], set()
                 for _, s in self.share.values():
                     for pool, slots, want in s[10]:
                         if pool == name and want is not None:
-                            exp[list(slots)] = want
+                            for i, w in zip(slots, want, strict=True):
+                                exp[i] = w
+                            touched.update(slots)
+                if touched:
+                    self._rewant(name, touched)
                 self.shared[name] = False
         return False
 

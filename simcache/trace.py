@@ -56,6 +56,8 @@ STEP_INVARIANTS = tuple(n for n in INVARIANTS if n not in BOUNDARY_ONLY)
 _CALL_DETAIL: dict[str, dict] = {}
 _SHARED_DETAIL_IDS: set[int] = set()  # ids of ``_CALL_DETAIL``'s dicts (never freed: ids stay theirs)
 _LRU_NAMES = {"full": "full_lru_list", "mamba": "mamba_lru_list", "host_mamba": "mamba_host_lru_list"}
+_LRU_KINDS = {"insert": "lru_insert", "remove": "lru_remove"}
+_SET_KINDS = {"add": "set_add", "discard": "set_discard"}
 
 # entry points of eviction: a call frame outside the innermost of these that holds a node will resume using it
 EVICTION_ENTRIES = frozenset({"evict", "evict_host", "evict_mamba", "evict_mamba_host"})
@@ -219,7 +221,8 @@ class Recorder:
         self.checkpoint_every = max(1, int(checkpoint_every))
         self.checkpoint_steps = max(1, int(checkpoint_steps))
         self.memory_limit_mb = memory_limit() if memory_limit_mb is None else memory_limit_mb
-        self.steps: list[MicroStep] = []
+        self._log: list[tuple] = []  # one compact entry per micro-step (see ``_words``); ``steps`` words them
+        self.steps: Steps = Steps(self._log)
         self.snapshots: Timeline | list = Timeline(self) if snapshots else []
         self.ops: list[OpRecord] = []
         self.went_stale: list[StaleEvent] = []
@@ -235,7 +238,8 @@ class Recorder:
         self._eager: list[Snapshot] = []
         self._fp_memo: dict = {}  # fingerprints of unchanged nodes, between boundary checks
         self._frames: list[tuple[str, tuple]] = []
-        self._stack: tuple[str, ...] = ()
+        self._stack: tuple[str, ...] = ()  # interned (``_STACKS``): a stack's JSON text is made once per run
+        self._stacks: list[tuple[str, ...]] = []  # the stacks to return to, one per open frame
         self._current: TreeNode | None = None
         self._op = -1
         self._actor: str | None = None
@@ -278,15 +282,17 @@ class Recorder:
                 self.cache is not None and (
                 not self.checkpoints or len(self.ops) - self.checkpoints[-1].op >= self.checkpoint_every * (
                     1 if self.want_snapshots else DATING_SPREAD)
-                or (self.want_snapshots and len(self.steps) - self.checkpoints[-1].step >= self.checkpoint_steps)):
+                or (self.want_snapshots and len(self._log) - self.checkpoints[-1].step >= self.checkpoint_steps)):
             self.checkpoints.append(self._checkpoint())
         self._op, self._actor = index, actor
-        self.ops.append(OpRecord(index, actor, op, len(self.steps)))
-        self._add("op", None, describe_op(op, actor), dict(op=op))
+        self.ops.append(OpRecord(index, actor, op, len(self._log)))
+        self._log.append((index, actor, "op", self._stack, None, op))  # worded on demand: describe_op(op, actor)
+        if not self.replayable and self.cache is not None:
+            self._per_step("op")
 
     def end_op(self, index: int, status: str) -> None:
         rec = self.ops[-1]
-        rec.status, rec.last_step = status, len(self.steps) - 1
+        rec.status, rec.last_step = status, len(self._log) - 1
         self._ended += 1
         if not self.replayable and self.want_snapshots and self.cache is not None:
             self._leaked = {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
@@ -302,30 +308,33 @@ class Recorder:
         self.crashed = crash
         self._add("assertion", None, f"{crash.outcome} in {crash.function}", crash.as_dict())
 
-    # --- hooks called by the cache ---
+    # --- hooks called by the cache: each appends one compact entry to ``_log`` (worded on demand, ``_words``) ---
     def enter(self, name: str, args: tuple) -> None:
-        nodes = tuple(a for a in args if isinstance(a, TreeNode))
+        nodes = tuple([a for a in args if isinstance(a, TreeNode)]) if args else ()
         self._frames.append((name, nodes))
-        self._stack = self._stack + (name,)
-        arg = nodes[0] if nodes else None
-        text = f"{name}({_keyed(arg)})" if arg is not None else f"{name}()"
-        detail = _CALL_DETAIL.get(name)
-        if detail is None:
-            detail = _CALL_DETAIL[name] = dict(function=name)  # shared by every call of ``name``: read-only
-            _SHARED_DETAIL_IDS.add(id(detail))
-        self._add("call", arg, text, detail)
+        self._stacks.append(self._stack)
+        st = self._stack + (name,)
+        st = self._stack = _STACKS.get(st) or _intern(st)
+        if nodes:
+            n = nodes[0]
+            k = n.key
+            self._log.append((self._op, self._actor, "call", st, n.id, k if k.__class__ is tuple else format_key(k)))
+            self._note(n)
+        else:
+            self._log.append((self._op, self._actor, "call", st, None, None))
+        if not self.replayable and self.cache is not None:
+            self._per_step("call")
 
     def exit(self, name: str) -> None:
         if self._frames:
             self._frames.pop()
-            self._stack = self._stack[:-1]
+            self._stack = self._stacks.pop()
 
     def event(self, kind: str, **data) -> None:
         if kind == "current":
             self._current = data["node"]
             return
         node = data.get("node")
-        text, detail = _describe(kind, data)
         if self._bc is not None and kind in ("attach", "detach", "split"):  # children or places changed
             if kind == "split":
                 self._bc.moved(node)
@@ -336,9 +345,17 @@ class Recorder:
                         self._bc.relinked(data["parent"], n)
         if kind == "detach":  # mark what went stale first, so this step's snapshot already shows it
             self._after_detach(data)
-        self._add(kind, node, text, detail)
+        capture = _CAPTURE.get(kind)
+        if capture is None:  # not worded on demand: word it now
+            self._add(kind, node, *_describe(kind, data))
+        else:
+            self._log.append((self._op, self._actor, kind, self._stack, _nid(node), capture(node, data)))
+            if isinstance(node, TreeNode):
+                self._note(node)
+            if not self.replayable and self.cache is not None:
+                self._per_step(kind)
         if kind == "cleaned_up":
-            self.cleaned_up.append(CleanupEvent(len(self.steps) - 1, node.id, format_key(node.key), data["reason"],
+            self.cleaned_up.append(CleanupEvent(len(self._log) - 1, node.id, format_key(node.key), data["reason"],
                                                 tuple(data["removed"])))
         elif kind == "backup":
             self._check_readmission(node, "ongoing_write_through")
@@ -351,41 +368,58 @@ class Recorder:
         self._pools = None
         if self._bc is not None:
             self._bc.pool_event(pool, what, slots)
-        self._add(what, None, f"{what.replace('_', ' ')} {pool} {list(slots)}", dict(pool=pool, slots=list(slots)))
+        self._log.append((self._op, self._actor, what, self._stack, None, (pool, tuple(slots))))
+        if not self.replayable and self.cache is not None:
+            self._per_step(what)
 
     def _lru_event(self, kind: str, what: str, node) -> None:
         name = _LRU_NAMES[kind]
-        self._add(f"lru_{what}", node, f"{what} {_keyed(node)} {'into' if what == 'insert' else 'from'} {name}",
-                  dict(list=name))
+        k = node.key
+        self._log.append((self._op, self._actor, _LRU_KINDS.get(what) or f"lru_{what}", self._stack,
+                          node.id, (k if k.__class__ is tuple else format_key(k), name)))
+        self._note(node)
+        if not self.replayable and self.cache is not None:
+            self._per_step("lru")
         if what == "insert":
             self._check_readmission(node, name)
 
     def _set_event(self, name: str, what: str, node) -> None:
-        if self._bc is not None:
-            self._bc.see(node)
-            self._bc.seen.add(node)  # its membership changed: its leaf-set record with it
-        self._add(f"set_{what}", node, f"{what} {_keyed(node)} {'to' if what == 'add' else 'from'} {name}",
-                  dict(set=name))
+        bc = self._bc
+        if bc is not None:
+            bc.see(node)
+            bc.seen.add(node)  # its membership changed: its leaf-set record with it
+        k = node.key
+        self._log.append((self._op, self._actor, _SET_KINDS.get(what) or f"set_{what}", self._stack,
+                          node.id, (k if k.__class__ is tuple else format_key(k), name)))
+        self._note(node)
+        if not self.replayable and self.cache is not None:
+            self._per_step("set")
         if what == "add":
             self._check_readmission(node, name)
 
     # --- the core of the ledger: one small event per micro-step, whatever the size of the tree ---
     def _add(self, kind: str, node, text: str, detail: dict) -> None:
-        if isinstance(node, TreeNode):
-            self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, node.id, text,
-                                        detail))
-            if node.id not in self._known:
-                self._know(node)
-            if self._bc is not None:
-                self._bc.see(node)
-        else:
-            self.steps.append(MicroStep(len(self.steps), self._op, self._actor, kind, self._stack, None, text,
-                                        detail))
-        if not self.replayable and self.cache is not None:  # driven by hand: no replay, so do it now
-            if self.want_snapshots:
-                self._eager.append(self._snap())
-            if self.want_invariants and kind != "op":
-                self._check_step(len(self.steps) - 1)
+        """A micro-step worded now (an assertion, a stale guard's cleanup, an event kind ``_CAPTURE`` lacks)."""
+        node_id = node.id if isinstance(node, TreeNode) else None
+        self._log.append((self._op, self._actor, kind, self._stack, node_id, _Worded((text, detail))))
+        if node_id is not None:
+            self._note(node)
+        if not self.replayable and self.cache is not None:
+            self._per_step(kind)
+
+    def _note(self, node: TreeNode) -> None:
+        """The bookkeeping of a node a micro-step names: known from now on, its writes tracked by the boundary check."""
+        if node.id not in self._known:
+            self._know(node)
+        if self._bc is not None and node.__class__ is TreeNode:
+            self._bc.see(node)
+
+    def _per_step(self, kind: str) -> None:
+        """Driven by hand (no replay): the snapshot and the invariants of the micro-step just logged, now."""
+        if self.want_snapshots:
+            self._eager.append(self._snap())
+        if self.want_invariants and kind != "op":
+            self._check_step(len(self._log) - 1)
 
     def _know(self, node: TreeNode) -> None:
         self._known[node.id] = node
@@ -454,14 +488,14 @@ class Recorder:
                 self._know(n)
             holders = self.holders_of(n)
             if holders:
-                self.went_stale.append(StaleEvent(len(self.steps), n.id, format_key(n.key), tuple(holders),
+                self.went_stale.append(StaleEvent(len(self._log), n.id, format_key(n.key), tuple(holders),
                                                   f"detached by {cause}"))
 
     def _check_readmission(self, node, holder: str) -> None:
         if node is None or node is self.cache.root_node or node.id not in self._detached:
             return
         if not is_attached(self.cache, node):
-            self.readmitted.append(StaleEvent(len(self.steps) - 1, node.id, format_key(node.key), (holder,),
+            self.readmitted.append(StaleEvent(len(self._log) - 1, node.id, format_key(node.key), (holder,),
                                               f"detached node re-admitted to {holder}"))
 
     # --- invariants: checked at operation boundaries; a new violation is dated by replaying its operation ---
@@ -478,7 +512,7 @@ class Recorder:
         bad = self._bc.failing(live) if self._bc is not None else failing(self.cache, live, self._fp_memo)
         new = [name for name in INVARIANTS if name in bad and name not in self._active]
         res = check_all(self.cache, live, new) if new else {}  # the wording, only for violations that begin
-        last = len(self.steps) - 1
+        last = len(self._log) - 1
         if self.replayable and any(name not in BOUNDARY_ONLY for name in new):
             # a violation begins in this operation: replay it micro-step by micro-step to find where it began
             self._pending = self._replay(len(self.ops) - 1, set(), date=True)._pending
@@ -518,7 +552,7 @@ class Recorder:
                     del self._unfrozen[nid]
         leaked = {} if self._ended == 0 or not self.want_snapshots else \
             {n: v.leaked for n, v in pool_views(self.cache, self._live()).items()}
-        return Checkpoint(len(self.ops), len(self.steps), cache, driver, current, len(self._known_log), live,
+        return Checkpoint(len(self.ops), len(self._log), cache, driver, current, len(self._known_log), live,
                           len(self._detached_log), leaked)
 
     def _replay(self, upto: int, want: set[int], date: bool = False) -> _Replayer:
@@ -557,7 +591,7 @@ class Recorder:
 
     def iter_snapshots(self, start: int = 0, stop: int | None = None):
         """Snapshots of micro-steps ``start..stop-1`` in order, one replay pass, one operation held at a time."""
-        stop = len(self.steps) if stop is None else stop
+        stop = len(self._log) if stop is None else stop
         if start >= stop:
             return
         p, last = op_position(self, start), op_position(self, stop - 1)
@@ -611,56 +645,314 @@ class Recorder:
         return out
 
     def sha256(self) -> str:
-        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True, default=str)``, streamed a step at a time
-        (the same bytes, written by ``_step_json`` without building each step's dict)."""
+        """The hash of ``json.dumps([step.as_dict() ...], sort_keys=True, default=str)``, streamed a chunk of steps
+        at a time (the same bytes, written by ``_json_lines`` from the compact log without building any step)."""
         h = hashlib.sha256(b"[")
-        enc = json.JSONEncoder(sort_keys=True, default=str).encode
-        memo: dict = {"a": {}, "k": {}}
-        steps = self.steps
-        for lo in range(0, len(steps), 2048):  # json.dumps of a list joins its items with ", "
+        log, memo = self._log, _JsonMemo()
+        for lo in range(0, len(log), 4096):  # json.dumps of a list joins its items with ", "
             if lo:
                 h.update(b", ")
-            h.update(", ".join([_step_json(s, enc, memo) for s in steps[lo : lo + 2048]]).encode())
+            h.update(", ".join(_json_lines(log, lo, min(len(log), lo + 4096), memo)).encode())
         h.update(b"]")
         return h.hexdigest()
 
 
-def _step_json(s: MicroStep, enc, memo: dict) -> str:
-    """``json.dumps(s.as_dict(), sort_keys=True, default=str)``; ``memo`` keeps the text of shared parts (the call
-    stack tuple, a call's shared detail, the actor and kind) by identity."""
-    stack, detail = s.stack, s.detail
-    st = memo.get(id(stack))
-    if st is None or st[0] is not stack:
-        st = memo[id(stack)] = (stack, enc(list(stack)))
-    if detail.__class__ is dict and not detail:
-        dt = "{}"
-    elif id(detail) in _SHARED_DETAIL_IDS:
-        dt = memo.get(("d", id(detail)))
-        if dt is None:
-            dt = memo[("d", id(detail))] = enc(detail)
-    elif detail.__class__ is dict and detail.keys() == _POOL_DETAIL and detail["pool"].__class__ is str and \
-            detail["slots"].__class__ is list and set(map(type, detail["slots"])) <= _INT:
-        dt = f'{{"pool": {_ebs(detail["pool"])}, "slots": [{", ".join(map(str, detail["slots"]))}]}}'
-    else:
-        dt = enc(detail)
-    actors, kinds = memo["a"], memo["k"]
-    a = actors.get(s.actor)
-    if a is None:
-        a = actors[s.actor] = enc(s.actor)
-    k = kinds.get(s.kind)
-    if k is None:
-        k = kinds[s.kind] = enc(s.kind)
-    node, index, op, text = s.node, s.index, s.op, s.text
-    node = str(node) if node.__class__ is int else enc(node)
-    index = str(index) if index.__class__ is int else enc(index)
-    op = str(op) if op.__class__ is int else enc(op)
-    text = _ebs(text) if text.__class__ is str else enc(text)
-    return (f'{{"actor": {a}, "detail": {dt}, "index": {index}, "kind": {k}, "node": {node}, '
-            f'"op": {op}, "stack": {st[1]}, "text": {text}}}')
+# --- the words of a micro-step, made on demand from its compact entry --------------------------------------------
+# An entry of ``Recorder._log`` is ``(op, actor, kind, stack, node id, payload)``. The payload holds what the words
+# need, as it was: node keys are immutable tuples, so an entry keeps the key itself (or its text, for a key of
+# another type), never the node. ``call``: the first node argument's key (the function is the stack's last name);
+# ``op``: the operation; pool kinds: (pool, slots); ``lru_*`` / ``set_*``: (key, list or set name); other event
+# kinds: what ``_CAPTURE`` takes; ``_Worded``: (text, detail) worded when it happened.
+
+_STACKS: dict[tuple, tuple] = {(): ()}  # one object per call stack: its JSON text is made once per run
 
 
-_POOL_DETAIL = {"pool", "slots"}
+def _intern(stack: tuple) -> tuple:
+    if len(_STACKS) > 1 << 16:  # a pathological number of distinct stacks: start again
+        _STACKS.clear()
+    return _STACKS.setdefault(stack, stack)
+
+
+class _Worded(tuple):
+    """A payload worded when it happened: ``(text, detail)``."""
+
+    __slots__ = ()
+
+
+def _kt(k) -> str:
+    return k if k.__class__ is str else _key_text(k)
+
+
+def _kref(n) -> tuple | None:
+    """A node as a later wording names it: ``(id, key)`` (the key's text if the key is not a tuple)."""
+    if isinstance(n, TreeNode):
+        k = n.key
+        return (n.id, k if k.__class__ is tuple else format_key(k))
+    return None
+
+
+def _kw(r) -> str:
+    """``_keyed`` of a ``_kref``."""
+    return "none" if r is None else f"[{_kt(r[1])}]#{r[0]}"
+
+
+_CAPTURE = {
+    "split": lambda n, d: (_kref(n), _kref(d["prefix"])),
+    "attach": lambda n, d: (_kref(n), _kref(d["parent"]), d["slot"], _nid(d["replaced"])),
+    "detach": lambda n, d: (_kref(n), _kref(d["parent"]), d["slot"], d["popped"] is n, _kref(d["popped"])),
+    "lock": lambda n, d: (_kref(n), d["change"], d["full_lock_ref"]),
+    "host_ref": lambda n, d: (_kref(n), d["host_ref"], d["host_mamba_ref"]),
+    "backup": lambda n, d: (_kref(n), tuple(d["host"])),
+    "write_ack": lambda n, d: (_kref(n),),
+    "load_ack": lambda n, d: (_kref(n),),
+    "storage_ack": lambda n, d: (_kref(n),),
+}
+
+
+def _w_split(kind, nid, p):
+    return f"split {_kw(p[0])}: prefix {_kw(p[1])} takes its slot", dict(prefix=p[1][0])
+
+
+def _w_attach(kind, nid, p):
+    return (f"attach {_kw(p[0])} under {_kw(p[1])} at slot {p[2]}",
+            dict(parent=p[1][0], slot=str(p[2]), replaced=p[3]))
+
+
+def _w_detach(kind, nid, p):
+    what = "" if p[3] else f" (the slot held {_kw(p[4])})"
+    return (f"detach {_kw(p[0])} from {_kw(p[1])} slot {p[2]}{what}",
+            dict(parent=p[1][0], slot=str(p[2]), popped=None if p[4] is None else p[4][0]))
+
+
+def _w_lock(kind, nid, p):
+    return (f"{'lock' if p[1] > 0 else 'unlock'} {_kw(p[0])} (full_lock_ref={p[2]})",
+            dict(change=p[1], full_lock_ref=p[2]))
+
+
+def _w_host_ref(kind, nid, p):
+    return f"host refs of {_kw(p[0])}: host_ref={p[1]} host_mamba_ref={p[2]}", dict(host_ref=p[1], host_mamba_ref=p[2])
+
+
+def _w_backup(kind, nid, p):
+    return f"{_kw(p[0])} backed up to host {list(p[1])}", dict(host=list(p[1]))
+
+
+def _w_ack(kind, nid, p):
+    return f"{kind.replace('_', ' ')} for {_kw(p[0])}", {}
+
+
+def _w_pool(kind, nid, p):
+    pool, slots = p
+    return f"{kind.replace('_', ' ')} {pool} {list(slots)}", dict(pool=pool, slots=list(slots))
+
+
+def _w_lru(kind, nid, p):
+    what = kind[4:]
+    return f"{what} [{_kt(p[0])}]#{nid} {'into' if what == 'insert' else 'from'} {p[1]}", dict(list=p[1])
+
+
+def _w_set(kind, nid, p):
+    what = kind[4:]
+    return f"{what} [{_kt(p[0])}]#{nid} {'to' if what == 'add' else 'from'} {p[1]}", dict(set=p[1])
+
+
+_WORDS = dict(split=_w_split, attach=_w_attach, detach=_w_detach, lock=_w_lock, host_ref=_w_host_ref,
+              backup=_w_backup, write_ack=_w_ack, load_ack=_w_ack, storage_ack=_w_ack, alloc=_w_pool, free=_w_pool,
+              double_free=_w_pool, alloc_fail=_w_pool, lru_insert=_w_lru, lru_remove=_w_lru, set_add=_w_set,
+              set_discard=_w_set)
+_POOL_KINDS = frozenset({"alloc", "free", "double_free", "alloc_fail"})
+
+
+def _call_detail(name: str) -> dict:
+    detail = _CALL_DETAIL.get(name)
+    if detail is None:
+        detail = _CALL_DETAIL[name] = dict(function=name)  # shared by every call of ``name``: read-only
+        _SHARED_DETAIL_IDS.add(id(detail))
+    return detail
+
+
+def _words(e: tuple) -> tuple[str, dict]:
+    """(text, detail) of log entry ``e``."""
+    _, actor, kind, stack, nid, p = e
+    if p.__class__ is _Worded:
+        return p
+    if kind == "call":
+        name = stack[-1]
+        return (f"{name}([{_kt(p)}]#{nid})" if nid is not None else f"{name}()"), _call_detail(name)
+    if kind == "op":
+        return describe_op(p, actor), dict(op=p)
+    return _WORDS[kind](kind, nid, p)
+
+
+def _step(i: int, e: tuple) -> MicroStep:
+    text, detail = _words(e)
+    return MicroStep(i, e[0], e[1], e[2], e[3], e[4], text, detail)
+
+
+class Steps(Sequence):
+    """The run's micro-steps (``MicroStep``), worded on demand from the recorder's compact log: indexing, slicing
+    and iterating build them; ``len`` and the log itself cost nothing more as the run grows."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log: list) -> None:
+        self._log = log
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def __getitem__(self, i):
+        log = self._log
+        if isinstance(i, slice):
+            return [_step(j, log[j]) for j in range(*i.indices(len(log)))]
+        i = i.__index__()
+        if i < 0:
+            i += len(log)
+        if not 0 <= i < len(log):
+            raise IndexError(f"micro-step {i} is outside this run's 0..{len(log) - 1}")
+        return _step(i, log[i])
+
+    def __iter__(self):
+        log = self._log
+        for i in range(len(log)):
+            yield _step(i, log[i])
+
+    def __reversed__(self):
+        log = self._log
+        for i in range(len(log) - 1, -1, -1):
+            yield _step(i, log[i])
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Steps, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Steps: {len(self)} micro-steps, worded on demand>"
+
+
+# --- the trace hash's JSON text, written from the log -----------------------------------------------------------
+try:
+    from _json import make_encoder as _c_make_encoder
+except ImportError:  # pragma: no cover - CPython has it
+    _c_make_encoder = None
+
+
+def _encoder():
+    """``json.dumps(o, sort_keys=True, default=str)`` for a dict or list, with one C encoder made once."""
+    if _c_make_encoder is None:  # pragma: no cover
+        return json.JSONEncoder(sort_keys=True, default=str).encode
+    c = _c_make_encoder({}, str, _ebs, None, ": ", ", ", True, False, True)
+    py = json.JSONEncoder(sort_keys=True, default=str).encode
+
+    def enc(o) -> str:
+        if o.__class__ is dict or o.__class__ is list:
+            return "".join(c(o, 0))
+        return py(o)
+
+    return enc
+
+
+class _JsonMemo:
+    """Texts that repeat across steps: stacks (by identity; interned), kinds, actors, shared details."""
+
+    def __init__(self) -> None:
+        self.enc = _encoder()
+        self.stacks: dict[tuple, str] = {}
+        self.values: dict = {}
+        self.details: dict[int, str] = {}  # shared details by id
+        self.calls: dict[str, str] = {}  # a call's detail by function name
+
+    def value(self, v) -> str:  # an actor or a kind
+        try:
+            got = self.values.get(v)
+        except TypeError:
+            return self.enc(v)
+        if got is None:
+            got = self.values[v] = self.enc(v)
+        return got
+
+    def detail(self, d) -> str:
+        if d.__class__ is dict and not d:
+            return "{}"
+        if id(d) in _SHARED_DETAIL_IDS:
+            got = self.details.get(id(d))
+            if got is None:
+                got = self.details[id(d)] = self.enc(d)
+            return got
+        return self.enc(d)
+
+
 _INT = {int}
+
+
+def _plain_ints(xs) -> bool:
+    return set(map(type, xs)) <= _INT
+
+
+def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
+    """``json.dumps(step.as_dict(), sort_keys=True, default=str)`` of steps ``lo..hi-1``. The frequent kinds write
+    their text and detail straight from the entry (the bytes ``_words`` + the encoder would give); the rest go
+    through ``_words``."""
+    out = []
+    add = out.append
+    enc, stacks, values, calls = memo.enc, memo.stacks, memo.values, memo.calls
+    key_text, ebs, pool_kinds, lru_set = _key_text, _ebs, _POOL_KINDS, _LRU_SET_FIELD
+    for i in range(lo, hi):
+        e = log[i]
+        op, actor, kind, stack, nid, p = e
+        tj = None
+        if p.__class__ is _Worded:
+            pass
+        elif kind == "call":
+            name = stack[-1]
+            dj = calls.get(name)
+            if dj is None:
+                dj = calls[name] = memo.detail(_call_detail(name))
+            if nid is None:
+                tj = ebs(f"{name}()")
+            else:
+                tj = ebs(f"{name}([{p if p.__class__ is str else key_text(p)}]#{nid})")
+        elif kind in pool_kinds:
+            pool, slots = p
+            if pool.__class__ is str and _plain_ints(slots):
+                sl = ", ".join(map(str, slots))
+                tj = ebs(f"{kind.replace('_', ' ')} {pool} [{sl}]")
+                dj = f'{{"pool": {ebs(pool)}, "slots": [{sl}]}}'
+        elif kind == "lock":
+            r, change, ref = p
+            if change.__class__ is int and ref.__class__ is int and r is not None:
+                k = r[1]
+                tj = ebs(f"{'lock' if change > 0 else 'unlock'} [{k if k.__class__ is str else key_text(k)}]#{r[0]} "
+                         f"(full_lock_ref={ref})")
+                dj = f'{{"change": {change}, "full_lock_ref": {ref}}}'
+        elif kind in lru_set:
+            k, name = p
+            if name.__class__ is str:
+                what = kind[4:]
+                tj = ebs(f"{what} [{k if k.__class__ is str else key_text(k)}]#{nid} {_LRU_SET_WORD[what]} {name}")
+                dj = f'{{"{lru_set[kind]}": {ebs(name)}}}'
+        if tj is None:
+            text, detail = _words(e)
+            tj = ebs(text) if text.__class__ is str else enc(text)
+            dj = memo.detail(detail)
+        sj = stacks.get(stack)
+        if sj is None:
+            sj = stacks[stack] = enc(list(stack))
+        try:
+            aj, kj = values[actor], values[kind]
+        except (KeyError, TypeError):
+            aj, kj = memo.value(actor), memo.value(kind)
+        add(f'{{"actor": {aj}, "detail": {dj}, "index": {i}, "kind": {kj}, '
+            f'"node": {nid if nid.__class__ is int else "null" if nid is None else enc(nid)}, '
+            f'"op": {op if op.__class__ is int else enc(op)}, "stack": {sj}, "text": {tj}}}')
+    return out
+
+
+_LRU_SET_FIELD = dict(lru_insert="list", lru_remove="list", set_add="set", set_discard="set")
+_LRU_SET_WORD = dict(insert="into", remove="from", add="to", discard="from")
 
 
 def _apply(drv, rec) -> tuple[str, object]:
@@ -775,8 +1067,9 @@ class _Replayer(Recorder):
 
     # the hooks without the wording (a replay only counts micro-steps and keeps the bookkeeping snapshots need)
     def enter(self, name: str, args: tuple) -> None:
-        nodes = tuple(a for a in args if a.__class__ is TreeNode)
+        nodes = tuple([a for a in args if a.__class__ is TreeNode]) if args else ()
         self._frames.append((name, nodes))
+        self._stacks.append(self._stack)
         self._stack = self._stack + (name,)
         self._add("call", nodes[0] if nodes else None, "", None)
 

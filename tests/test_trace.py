@@ -320,3 +320,23 @@ def test_the_transcript_of_a_guarded_run_shows_the_cleanup():
         "key: . applied; ! a node went stale or a detached node was re-admitted; + a stale guard cleaned a node up; "
         "~ the first invariant violation",
     ]
+
+
+def test_the_steps_worded_on_demand_read_like_the_list_they_replace():
+    """``trace.steps`` words each micro-step from a compact log entry when it is read: indexing (negative too),
+    slicing, iterating and reversing give the same ``MicroStep``s, words of the moment they happened (a node's key
+    as it was then), and a step outside the run is an IndexError naming the run's range."""
+    t = simulate("crash_pr", "described_fix", snapshots=False).trace
+    steps = list(t.steps)
+    assert len(steps) == len(t.steps) > 100
+    assert [s.index for s in steps] == list(range(len(steps)))
+    assert t.steps[-1] == steps[-1] and t.steps[3:9] == steps[3:9] and list(reversed(t.steps)) == steps[::-1]
+    assert t.steps == steps and t.steps != steps[:-1]
+    assert {s.kind for s in steps} >= {"op", "call", "attach", "detach", "lock", "alloc", "free", "set_add",
+                                       "lru_insert", "cleaned_up"}
+    cleaned = next(s for s in steps if s.kind == "cleaned_up")
+    assert cleaned.text.startswith("stale guard: cleaned up [1,2]#8 (") and cleaned.detail["removed"] is not None
+    first = steps[0]
+    assert (first.kind, first.op, first.node, first.detail) == ("op", 0, None, {"op": t.ops[0].op})
+    with pytest.raises(IndexError, match=r"outside this run's 0\.\."):
+        t.steps[len(steps)]
