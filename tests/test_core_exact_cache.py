@@ -5,6 +5,7 @@ each test pins a whole state or an exact event list, so a changed constant, comp
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 from helpers import free_lists, make_cache, node_at, snapshot
@@ -395,7 +396,9 @@ def test_unwrap_simulated_puts_every_simulated_methods_own_function_on_the_untra
     wrapper = vars(HiMambaRadixCache)["inc_lock_ref"].__code__
     assert not any(attr.__code__ is wrapper for attr in got.values())  # none is the recorder's wrapper
     extra = {name for name in vars(_UntracedCache) if name not in expected and not name.startswith("__")}
-    assert extra == set()
+    assert extra == {"recorder"}  # the one thing the class adds besides the unwrapped methods: a C-speed getter
+    prop = vars(_UntracedCache)["recorder"]
+    assert prop.fset is HiMambaRadixCache.recorder.fset and prop.fget(SimpleNamespace(_recorder="r")) == "r"
 
 
 def test_the_untraced_class_runs_the_same_cache_without_telling_anyone():
