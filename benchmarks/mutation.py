@@ -59,8 +59,10 @@ MODULES = {
     "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py"],
-    "simcache/render/dot.py": ["tests/test_render.py", "tests/test_static_views.py", "tests/test_mutant_kills.py"],
-    "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_browser.py"],
+    # the views: exact DOT / HTML / page-data tests, no browser and no kernel (a kernel imports the installed
+    # package, never the mutant; a browser test costs many seconds per surviving mutant)
+    "simcache/render/dot.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_dot_exact.py"],
+    "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_exact.py"],
 }
 COPY = ("simcache", "tests", "pyproject.toml", "README.md")
 
@@ -199,10 +201,18 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
+        saved = work / "mutation-status.json"  # every mutant's last known status (a rerun resets the others')
+        before: dict[str, str] = {}
         if rerun:
-            names = sorted(k for k, v in statuses(work).items() if v in ("survived", "not checked"))
+            before = json.loads(saved.read_text()) if saved.exists() else statuses(work)
+            names = sorted(k for k, v in before.items() if v in ("survived", "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
+            for conf in (work / "pyproject.toml", work / "mutants" / "pyproject.toml"):  # the selection as it is now
+                if conf.exists():  # (new test files join it; mutmut collects stats for the tests it has not seen)
+                    conf.write_text(re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
+                                           f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+                                           conf.read_text()))
         else:
             if keep is not None:
                 shutil.rmtree(work, ignore_errors=True)
@@ -223,6 +233,10 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
             log += f"\nstopped after {timeout_s} s (--timeout); untested mutants are listed under 'other'"
         seconds = time.monotonic() - t0
         status = statuses(work)
+        if rerun:  # mutmut forgets the results of mutants it was not asked to run again: keep the earlier ones
+            status = {**before, **{k: status[k] for k in names if k in status}}
+        if keep is not None:
+            saved.write_text(json.dumps(status, indent=0, sort_keys=True))
         killed = sum(s in ("killed", "timeout") for s in status.values())
         survived = sorted(k for k, s in status.items() if s == "survived")
         other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
