@@ -65,6 +65,7 @@ MODULES = {
     "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_exact.py"],
     "simcache/render/panels.py": ["tests/test_render.py", "tests/test_panels_exact.py"],
     "simcache/render/moments.py": ["tests/test_moments_exact.py", "tests/test_render.py", "tests/test_mutant_kills.py"],
+    "simcache/render/display.py": ["tests/test_display_exact.py"],
 }
 COPY = ("simcache", "tests", "pyproject.toml", "README.md")
 
@@ -207,7 +208,7 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         before: dict[str, str] = {}
         if rerun:
             before = json.loads(saved.read_text()) if saved.exists() else statuses(work)
-            names = sorted(k for k, v in before.items() if v in ("survived", "not checked"))
+            names = sorted(k for k, v in before.items() if v in ("survived", "no tests", "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
             for conf in (work / "pyproject.toml", work / "mutants" / "pyproject.toml"):  # the selection as it is now
@@ -240,8 +241,9 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         if keep is not None:
             saved.write_text(json.dumps(status, indent=0, sort_keys=True))
         killed = sum(s in ("killed", "timeout") for s in status.values())
-        survived = sorted(k for k, s in status.items() if s == "survived")
-        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived")}
+        # a mutant no selected test reaches ("no tests") is a bug nothing would catch: it counts as a survivor
+        survived = sorted(k for k, s in status.items() if s in ("survived", "no tests"))
+        other = {k: s for k, s in status.items() if s not in ("killed", "timeout", "survived", "no tests")}
         diffs = survivor_diffs(work, survived)  # what each survivor changed, for deciding: new test, or equivalent
         return dict(module=module, tests=tests, mutants=len(status), killed=killed, survived=len(survived),
                     score=round(killed / max(1, killed + len(survived)), 3), survivors=survived, diffs=diffs,
