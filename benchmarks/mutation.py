@@ -66,6 +66,7 @@ MODULES = {
     "simcache/render/panels.py": ["tests/test_render.py", "tests/test_panels_exact.py"],
     "simcache/render/moments.py": ["tests/test_moments_exact.py", "tests/test_render.py", "tests/test_mutant_kills.py"],
     "simcache/render/display.py": ["tests/test_display_exact.py"],
+    "simcache/render/explain.py": ["tests/test_explain_exact.py", "tests/test_render.py"],
 }
 COPY = ("simcache", "tests", "pyproject.toml", "README.md")
 
