@@ -208,3 +208,36 @@ def test_state_panels_are_the_four_in_order():
     s = snap(lrus={"full_lru_list": (2,)}, sets={"evictable_full_device_leaves": ()},
              pools={"p": PoolView("p", 2, (0,), (1,), (), ())}, holders={5: ("full_lru_list",)}, stale=(5,))
     assert state_panels(s) == lru_panel(s) + sets_panel(s) + pools_panel(s) + holders_panel(s)
+
+
+def test_panels_join_several_rows_and_ledgers_without_separators():
+    """Several sets, in-flight maps, stale nodes and holders: each row or ledger follows the last directly."""
+    s = snap(sets={"evictable_full_device_leaves": (2,), "evictable_full_host_leaves": (5,)},
+             ongoing={"ongoing_write_through": (2,), "ongoing_load": (5,)},
+             holders={5: ("full_lru_list",), 2: ("ongoing_load",)}, stale=(5, 2))
+    assert sets_panel(s) == (
+        '<div class="sc-panel sc-sets"><h4>Evictable leaf sets</h4>'
+        '<div class="sc-row"><span class="sc-name">evictable_full_device_leaves</span><span class="sc-chip">1,2 #2'
+        '</span></div><div class="sc-row"><span class="sc-name">evictable_full_host_leaves</span>'
+        f'{STALE_CHIP}</div>'
+        '<div class="sc-row"><span class="sc-name">in flight: ongoing_write_through</span><span class="sc-chip">'
+        '1,2 #2</span></div><div class="sc-row"><span class="sc-name">in flight: ongoing_load</span>'
+        f"{STALE_CHIP}</div></div>")
+    assert holders_panel(s) == (
+        f'<div class="sc-panel sc-holders"><h4>Holder ledger</h4><p>{STALE_CHIP} is detached, still held by:</p>'
+        + HEAD + ROW.format("full_lru_list", "a cache structure (eviction can pick it)") + "</table>"
+        '<p><span class="sc-chip">1,2 #2</span> is detached, still held by:</p>'
+        + HEAD + ROW.format("ongoing_load", "an in-flight copy (its ack will touch it)") + "</table></div>")
+    two = {5: Ghost(5, "stale", 2, ("full_lru_list", "ongoing_load"), "STALE since step 2")}
+    assert holders_panel(s, ghosts=two) == (
+        '<div class="sc-panel sc-holders"><h4>Holder ledger</h4><p data-node="5">'
+        f"{STALE_CHIP} is detached from the tree (<b>STALE since step 2</b>), still held by:</p>"
+        + HEAD + ROW.format("full_lru_list", "a cache structure (eviction can pick it)")
+        + ROW.format("ongoing_load", "an in-flight copy (its ack will touch it)") + "</table></div>")
+
+
+def test_an_assertion_with_no_frames_on_record_shows_only_itself():
+    html = stack_panel(step(kind="assertion", stack=(), text="AssertionError"))
+    assert html == ('<div class="sc-panel sc-callstack"><h4>Call stack</h4><ul class="sc-stack">'
+                    '<li class="sc-here" style="padding-left:0.0em"><span class="sc-kind">assertion</span> '
+                    "AssertionError</li></ul></div>")
