@@ -67,6 +67,8 @@ MODULES = {
     "simcache/render/moments.py": ["tests/test_moments_exact.py", "tests/test_render.py", "tests/test_mutant_kills.py"],
     "simcache/render/display.py": ["tests/test_display_exact.py"],
     "simcache/render/explain.py": ["tests/test_explain_exact.py", "tests/test_render.py"],
+    "simcache/render/ghosts.py": ["tests/test_ghosts.py", "tests/test_render.py", "tests/test_dot_exact.py"],
+    "simcache/render/codepane.py": ["tests/test_codepane.py"],
 }
 COPY = ("simcache", "tests", "pyproject.toml", "README.md")
 
