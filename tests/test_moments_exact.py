@@ -117,3 +117,11 @@ def test_the_first_divergence_is_a_status_a_tree_or_a_missing_operation():
     no_snaps = trace([(0, 2), (3, 8), (9, 9)], trees={8: ("other",)})
     no_snaps.snapshots = []
     assert first_divergence(A, no_snaps) == 2  # without snapshots only the statuses are compared
+
+
+def test_a_one_step_operation_ends_where_it_starts_and_is_one_position_wide():
+    first = trace([(0, 0), (1, 3)])
+    assert op_end(first, 0) == 0  # an operation ending at step 0 is not "open"
+    stopped = trace([(0, 0)])  # stopped after operation 0; the other run's operation 1 is one micro-step
+    positions, ops = compare_positions([trace([(0, 0), (1, 1)]), stopped])
+    assert (positions, ops) == ([(0, 0), (1, 0)], [0, 1])
