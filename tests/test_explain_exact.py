@@ -155,3 +155,46 @@ def test_the_html_of_a_quiet_node_says_nothing_touches_it_and_how_the_run_ends()
     assert html.count("<p>Nothing touches it again before the run ends.</p>") == 1  # #8's; #9 is where it raised
     assert html.endswith("<p>Nothing touches it again before the run ends.</p><p>The run ends at step 4 with "
                          "AssertionError: parent does not have child key, 1 in _delete_tombstone_leaf.</p></div>")
+
+
+def test_only_later_steps_that_tell_something_about_the_node_are_listed():
+    t = crash_trace()
+    t.steps[1] = s(1, "lock", 8, "lock before it went stale")  # before the detach: never part of what comes next
+    t.steps[8:9] = [s(8, "set_add", 8, "routine set add"), s(9, "lru_insert", 8, "routine lru insert"),
+                    s(10, "attach", 8, "attach [1,2]#8 under #3", parent=3),  # it is the child here, not the parent
+                    s(11, "attach", 12, "attach #12 under #3", parent=3),
+                    s(12, "detach", 8, "a real detach of it", popped=8)]
+    t.steps = t.steps[:13] + [s(13, "assertion", None)]
+    t.ops[0].last_step = 13
+    t.readmitted = t.readmitted[:1]
+    texts = [text for _, text in stale_story(t, 8).next_events]
+    assert [st for st, _ in stale_story(t, 8).next_events] == [3, 4, 5, 6, 7, 13]
+    assert not any(x in " ".join(texts) for x in ("before it went stale", "routine", "#12", "under #3", "real detach"))
+
+
+def test_past_the_limit_only_telling_events_are_listed():
+    t = crash_trace()
+    t.steps = t.steps[:3] + [s(3 + i, "attach", 20 + i, f"attach #{20 + i}", parent=8) for i in range(8)] + [
+        s(11, "lock", 8, "a routine lock")]
+    t.readmitted, t.crashed = [], None
+    assert [st for st, _ in stale_story(t, 8).next_events] == list(range(3, 11))  # 8 telling, no room for the lock
+
+
+def test_the_run_end_is_told_when_the_nodes_own_events_do_not_reach_it():
+    t = crash_trace()
+    t.steps = t.steps[:3] + [s(3, "lock", 8, "lock [1,2]#8"), s(4, "lock", 9, "lock #9"), s(5, "assertion", None)]
+    t.readmitted = []
+    assert explain_stale(t, 8).endswith(
+        "What happens next:\n  - step 3: lock [1,2]#8\nThe run ends at step 5 with AssertionError: parent does not "
+        "have child key, 1 in _delete_tombstone_leaf.")
+
+
+def test_the_explanation_at_a_step_tells_the_latest_time_by_then():
+    t = crash_trace()
+    t.went_stale.append(NS(node=8, step=7, key="1,2", holders=("full_lru_list",)))
+    assert explain_stale(t, 8, at_step=5).startswith("Node #8 [1,2] went stale at step 2,")
+    assert explain_stale(t, 8).startswith("Node #8 [1,2] went stale at step 7,")
+    assert "<p>Node #8 [1,2] went stale at step 2," in explain_html(t, 5)
+    assert "<p>Node #8 [1,2] went stale at step 7," in explain_html(t, 7)
+    assert explain_html(t, 2).startswith('<div class="sc-explain"><h4>Why is this node stale?</h4><p>Node #8 [1,2] '
+                                         "went stale at step 2,")  # at the very step it went stale
