@@ -198,3 +198,10 @@ def test_the_explanation_at_a_step_tells_the_latest_time_by_then():
     assert "<p>Node #8 [1,2] went stale at step 7," in explain_html(t, 7)
     assert explain_html(t, 2).startswith('<div class="sc-explain"><h4>Why is this node stale?</h4><p>Node #8 [1,2] '
                                          "went stale at step 2,")  # at the very step it went stale
+
+
+def test_no_reentrancy_when_no_eviction_detached_it():
+    t = crash_trace()
+    t.steps[2].stack = ("cache_finished_req", "insert", "_split_node")  # a resuming holder, but no eviction on the stack
+    story = stale_story(t, 8)
+    assert story.reentrant is None and "re-entrancy" not in explain_stale(t, 8)
