@@ -49,6 +49,14 @@ def patched(**values):
             setattr(export, k, v)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fresh_pages():
+    """Each test session builds its pages anew: mutmut forks every mutant's session from a process that already ran
+    these tests, and a page cached there was built by the code without the mutant."""
+    dot_page.cache_clear()
+    page.cache_clear()
+
+
 @cache
 def dot_page(compare: bool = False) -> dict:
     """The page data of scenario C as a long run's page holds it: DOT text, no Graphviz here."""
