@@ -390,3 +390,9 @@ def test_a_tour_on_a_long_run_adds_each_stop_and_the_step_before_it_as_frames():
     assert shown == sorted(set(plain) | wanted) and not wanted <= set(plain)
     for stop in data["tour"]:
         assert (shown[stop["frame"]], shown[stop["before"]]) == (stop["step"], stop["step"] - 1)
+
+
+def test_a_loaded_tour_and_a_tour_name_give_the_same_page():
+    run = simulate("crash_pr", "pre_fix")
+    with patched(DOT_LIMIT=0):
+        assert export.render_page(run, tour=load_tour("crash_pr")) == export.render_page(run, tour="crash_pr")
