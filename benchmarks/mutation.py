@@ -64,8 +64,16 @@ MODULES = {
     "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py"],
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py"],
-    "simcache/render/dot.py": ["tests/test_render.py", "tests/test_static_views.py", "tests/test_mutant_kills.py"],
-    "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_browser.py"],
+    # the views: exact DOT / HTML / page-data tests, no browser and no kernel (a kernel imports the installed
+    # package, never the mutant; a browser test costs many seconds per surviving mutant)
+    "simcache/render/dot.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_dot_exact.py"],
+    "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_exact.py"],
+    "simcache/render/panels.py": ["tests/test_render.py", "tests/test_panels_exact.py"],
+    "simcache/render/moments.py": ["tests/test_moments_exact.py", "tests/test_render.py", "tests/test_mutant_kills.py"],
+    "simcache/render/display.py": ["tests/test_display_exact.py"],
+    "simcache/render/explain.py": ["tests/test_explain_exact.py", "tests/test_render.py"],
+    "simcache/render/ghosts.py": ["tests/test_ghosts.py", "tests/test_render.py", "tests/test_dot_exact.py"],
+    "simcache/render/codepane.py": ["tests/test_codepane.py"],
 }
 # test_streams loads a benchmark and runs a script
 COPY = ("simcache", "tests", "benchmarks", "scripts", "pyproject.toml", "README.md")
@@ -213,16 +221,18 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
+        saved = work / "mutation-status.json"  # every mutant's last known status (a rerun resets the others')
         before: dict[str, str] = {}
         if rerun:
-            before = statuses(work)
+            before = json.loads(saved.read_text()) if saved.exists() else statuses(work)
             names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked"))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
-            config = work / "pyproject.toml"  # the module's selection as it is now (a test file may have joined)
-            config.write_text(re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
-                                     lambda _: f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
-                                     config.read_text()))
+            for conf in (work / "pyproject.toml", work / "mutants" / "pyproject.toml"):  # the selection as it is now
+                if conf.exists():  # (new test files join it; mutmut collects stats for the tests it has not seen)
+                    conf.write_text(re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
+                                           f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+                                           conf.read_text()))
         else:
             if keep is not None:
                 shutil.rmtree(work, ignore_errors=True)
@@ -242,11 +252,13 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
             log, _ = proc.communicate()
             log += f"\nstopped after {timeout_s} s (--timeout); untested mutants are listed under 'other'"
         seconds = time.monotonic() - t0
-        # mutmut forgets the results of functions whose tests changed; a mutant killed before stays killed (tests
-        # are only ever added), so a rerun keeps those results
-        status = {k: before[k] if s == "not checked" and before.get(k) in ("killed", "timeout") else s
-                  for k, s in statuses(work).items()}
+        status = statuses(work)
+        if rerun:  # mutmut forgets the results of mutants it was not asked to run again: keep the earlier ones
+            status = {**before, **{k: status[k] for k in names if k in status}}
+        if keep is not None:
+            saved.write_text(json.dumps(status, indent=0, sort_keys=True))
         killed = sum(s in ("killed", "timeout") for s in status.values())
+        # a mutant no selected test reaches ("no tests") is a bug nothing would catch: it counts as a survivor
         survived = sorted(k for k, s in status.items() if s in UNKILLED)
         other = {k: s for k, s in status.items() if s not in ("killed", "timeout", *UNKILLED)}
         diffs = survivor_diffs(work, survived)  # what each survivor changed, for deciding: new test, or equivalent

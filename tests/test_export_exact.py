@@ -1,0 +1,398 @@
+"""The export's page, read as text and data (no browser): what each frame embeds, the data block, the page's parts.
+
+Story: scenario C under pre_fix (and beside described_fix). Every frame of the page names, by index into the
+deduplicated stores, exactly the views ``frame()`` builds for its micro-step: the drawing (DOT text on a page
+drawn in the browser), the four state panels, the invariant panel, the call stack, the explanation, the code
+pane, the timeline cursor's x and the moments that happen there. A side-by-side page pairs the two runs'
+micro-steps as ``compare_positions`` does and names the first divergence. The data block decodes back to the
+same data in both encodings. Written for issue 19: the mutants of ``export.py`` that survived the older tests.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from contextlib import contextmanager
+from dataclasses import replace
+from functools import cache
+from html import escape
+
+import pytest
+from views_helpers import run_c, scenario_doc, story
+
+import simcache.export as export
+from simcache.errors import ConfigError
+from simcache.render.codepane import CODE_CSS, codepane_html
+from simcache.render.dot import legend_dot, render_svg
+from simcache.render.explain import op_text
+from simcache.render.frames import FOCUS_CSS, frame
+from simcache.render.moments import MOMENT_KINDS, compare_positions, moments, op_index_of
+from simcache.render.panels import PANEL_CSS
+from simcache.render.timeline import step_x, timeline_svg
+from simcache.simulate import simulate
+from simcache.tour import load as load_tour
+
+S = story()
+
+
+@contextmanager
+def patched(**values):
+    """Module constants of ``export`` changed for the block (a cached helper cannot take pytest's monkeypatch)."""
+    old = {k: getattr(export, k) for k in values}
+    for k, v in values.items():
+        setattr(export, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(export, k, v)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_pages():
+    """Each test session builds its pages anew: mutmut forks every mutant's session from a process that already ran
+    these tests, and a page cached there was built by the code without the mutant."""
+    dot_page.cache_clear()
+    page.cache_clear()
+
+
+@cache
+def dot_page(compare: bool = False) -> dict:
+    """The page data of scenario C as a long run's page holds it: DOT text, no Graphviz here."""
+    with patched(DOT_LIMIT=0):
+        return export.page_data(run_c(), compare=run_c("described_fix") if compare else None)
+
+
+def expected_frame(run, step: int, data: dict, which: int = 0) -> dict:
+    """What a page's frame for ``step`` must say, from ``frame()`` and the other public renderers."""
+    f = frame(run, step, legend=False)
+    marks = moments(run.trace)
+    return dict(step=step, op=op_index_of(run.trace, step), caption=f.caption, svg=f.dot, focus=f.focus,
+                panels=list(f.panels), inv=f.invariants, stack=f.stack, expl=f.explanation,
+                code=codepane_html(run, step, f"sc-t{which}", run.preset if which else ""),
+                x=step_x(run.trace, step, 960), marks=[k for k in MOMENT_KINDS if step in marks[k]])
+
+
+def resolved(fr: dict, data: dict) -> dict:
+    """A page frame with its store indices replaced by the texts they name."""
+    html = data["html"]
+    return dict(fr, svg=data["svgs"][fr["svg"]], panels=[html[i] for i in fr["panels"]], inv=html[fr["inv"]],
+                stack=html[fr["stack"]], expl=html[fr["expl"]], code=html[fr["code"]])
+
+
+def test_every_frame_embeds_exactly_the_views_of_its_micro_step():
+    run, data = run_c(), dot_page()
+    assert set(data) == {"svgs", "html", "runs", "divergence", "divergence_text", "dot", "tour", "tour_title"}
+    assert (data["dot"], data["divergence"], data["divergence_text"], data["tour"], data["tour_title"]) == \
+        (True, None, None, [], None)
+    assert [(r["preset"], r["outcome"]) for r in data["runs"]] == [("pre_fix", "assertion")]
+    frames = data["runs"][0]["frames"]
+    assert [f["step"] for f in frames] == list(range(S["last"] + 1))  # a short run: every micro-step
+    for fr in frames:
+        assert resolved(fr, data) == expected_frame(run, fr["step"], data), fr["step"]
+    # the stores hold each text once, and every frame's drawing leaves the legend to the page
+    assert len(set(data["svgs"])) == len(data["svgs"]) and len(set(data["html"])) == len(data["html"])
+    assert not any("legend" in d for d in data["svgs"])
+    assert frames[S["stale"]]["marks"] == ["went-stale"] and frames[S["crash"]]["marks"] == ["assertion"]
+    assert frames[S["first_violation"]]["marks"] == ["violation"]
+    assert 'class="node-box changed stale went-stale"' in data["svgs"][frames[S["stale"]]["svg"]]
+
+
+def test_a_short_runs_page_holds_the_svg_graphviz_drew():
+    run = run_c()
+    data = export.page_data(run)
+    assert data["dot"] is False
+    frames = data["runs"][0]["frames"]
+    for step in (0, S["stale"], S["crash"]):
+        assert data["svgs"][frames[step]["svg"]] == render_svg(frame(run, step, legend=False).dot)
+    assert [data["html"][i] for i in frames[S["stale"]]["panels"]] == list(frame(run, S["stale"]).panels)
+
+
+def test_frames_are_the_same_whatever_the_batch_size():
+    with patched(DOT_LIMIT=0, BATCH=7):  # 205 frames in stretches of 7, the last one short
+        small = export.page_data(run_c())
+    assert small == dot_page()
+
+
+def test_the_page_is_drawn_in_the_browser_only_past_dot_limit():
+    n = len(run_c().trace.steps)
+    with patched(DOT_LIMIT=n):
+        assert export.is_long(run_c().trace) is False and export.page_data(run_c())["dot"] is False
+    with patched(DOT_LIMIT=n - 1):
+        assert export.is_long(run_c().trace) is True
+    doc = scenario_doc("scenario_C_ops")
+    short = simulate(dict(doc, ops=doc["ops"][:5]), "pre_fix")
+    with patched(DOT_LIMIT=len(short.trace.steps)):  # the compared run alone is long: both are drawn in the browser
+        assert export.page_data(short)["dot"] is False
+        assert export.page_data(short, compare=run_c())["dot"] is True
+
+
+def test_every_micro_step_is_a_frame_up_to_micro_limit():
+    t = run_c().trace
+    n = len(t.steps)
+    with patched(MICRO_LIMIT=n):
+        assert export.frame_steps(t) == list(range(n))
+    with patched(MICRO_LIMIT=n - 1):
+        steps = export.frame_steps(t)
+        assert steps == sorted({o.last_step for o in t.ops} | {x for v in moments(t).values() for x in v})
+        assert len(steps) < n
+
+
+def test_side_by_side_frames_pair_the_runs_positions_and_name_the_divergence():
+    ra, rb = run_c(), run_c("described_fix")
+    data = dot_page(compare=True)
+    assert [(r["preset"], r["outcome"]) for r in data["runs"]] == [("pre_fix", "assertion"), ("described_fix", "clean")]
+    positions, ops = compare_positions([ra.trace, rb.trace])  # short runs: every position is a frame
+    a, b = data["runs"][0]["frames"], data["runs"][1]["frames"]
+    assert [(fa["step"], fb["step"]) for fa, fb in zip(a, b, strict=True)] == positions
+    assert [f["op"] for f in a] == ops == [f["op"] for f in b]
+    for fa, fb in zip(a, b, strict=True):
+        ea = expected_frame(ra, fa["step"], data)
+        eb = expected_frame(rb, fb["step"], data, which=1)
+        ea["op"] = eb["op"] = fa["op"]  # a position belongs to one operation, in both runs
+        assert resolved(fa, data) == ea and resolved(fb, data) == eb
+    assert data["divergence"] == 9
+    assert data["divergence_text"] == f"First divergence: operation 9 ({op_text(ra.trace, 9)})" == \
+        "First divergence: operation 9 (main: evict n=3)"
+    assert 'class="sc-panel sc-code sc-t1-code"><h4>Code <span class="sc-of">· described_fix</span>' in \
+        data["html"][b[S["stale"]]["code"]]
+
+
+def test_a_divergence_past_the_first_runs_end_is_described_by_its_last_operation():
+    doc = scenario_doc("scenario_C_ops")
+    short = simulate(dict(doc, ops=doc["ops"][:4]), "described_fix")  # the same first four operations
+    full = simulate(doc, "described_fix")
+    with patched(DOT_LIMIT=0):
+        data = export.page_data(short, compare=full)
+    assert data["divergence"] == 4
+    assert data["divergence_text"] == f"First divergence: operation 4 ({op_text(short.trace, 3)})"
+    assert data["divergence_text"] == "First divergence: operation 4 (main: request [5,6])"
+
+
+def test_the_data_block_decodes_to_the_page_data_in_both_encodings():
+    data = dict(dot_page(), dot=False)
+    block = export._data_block(data)
+    head = '<script type="application/json" id="simcache-data">'
+    assert block.startswith(head) and block.endswith("</script>")
+    body = block[len(head):-len("</script>")]
+    assert "</" not in body and json.loads(body.replace("<\\/", "</")) == data
+    assert body.replace("<\\/", "</") == json.dumps(data, separators=(",", ":"))
+    packed_data = dot_page()
+    packed = export._data_block(packed_data)
+    head = '<script type="application/json" id="simcache-data" data-encoding="gzip-base64">'
+    assert packed.startswith(head) and packed.endswith("</script>")
+    raw = base64.b64decode(packed[len(head):-len("</script>")])
+    assert raw[4:8] == b"\0\0\0\0"  # no time stamp: the same run exports to the same bytes
+    assert json.loads(gzip.decompress(raw)) == packed_data
+    assert gzip.decompress(raw).decode() == json.dumps(packed_data, separators=(",", ":"))
+    assert packed == export._data_block(packed_data) and len(packed) < len(json.dumps(packed_data)) / 4
+
+
+@cache
+def page(compare: bool = False) -> str:
+    with patched(DOT_LIMIT=0):
+        return export.render_page(run_c(), compare=run_c("described_fix") if compare else None)
+
+
+def test_the_page_names_the_run_its_outcome_and_holds_every_control():
+    html = page()
+    crash = "AssertionError: parent does not have child key, 1 (in _delete_tombstone_leaf)"
+    about = run_c().scenario.title
+    assert html.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: scenario'
+                           "</title><style>" + PANEL_CSS + FOCUS_CSS + CODE_CSS)
+    assert ("</style></head><body><h1>simcache · scenario · pre_fix</h1>"
+            f"<p>{escape(about)}</p>"
+            f"<p>schedule <code>main*10</code> · <b>pre_fix</b>: {crash}</p>"
+            '<nav id="controls"><button id="btn-first" title="Home">|&#9664; first</button>'
+            '<button id="btn-prev-op" title="Up">&#9664;&#9664; op</button>'
+            '<button id="btn-prev" title="Left">&#9664; step</button>'
+            '<button id="btn-next" title="Right">step &#9654;</button>'
+            '<button id="btn-next-op" title="Down">op &#9654;&#9654;</button>'
+            '<button id="btn-last" title="End">last &#9654;|</button>'
+            '<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
+            '<div class="jumps">jump to: '
+            '<button class="jump" data-kind="went-stale" id="jump-went-stale">went stale &#8631;</button>'
+            '<button class="jump" data-kind="readmitted" id="jump-readmitted">readmitted &#8631;</button>'
+            '<button class="jump" data-kind="cleaned-up" id="jump-cleaned-up">cleaned up &#8631;</button>'
+            '<button class="jump" data-kind="violation" id="jump-violation">violation &#8631;</button>'
+            '<button class="jump" data-kind="assertion" id="jump-assertion">assertion &#8631;</button>'
+            '</div></nav><p id="divergence" class="sc-bad"></p>'
+            '<div id="layout" class="layout-1"><div id="cols" class="cols-1">'
+            '<section class="run" id="run0"><h2>pre_fix</h2><div class="caption"></div>'
+            '<div class="tree sc-tree sc-t0"></div><div class="timeline">'
+            + timeline_svg(run_c().trace, 0, width=960, title="pre_fix: assertion") + "</div></section></div>"
+            '<div id="side"><div id="code"></div><details class="legend" open><summary>legend</summary>'
+            + render_svg(legend_dot()) + '</details><div id="explanation"></div><div id="stack"></div>'
+            '<div id="invariants"></div><div id="panels"></div></div></div>'
+            + export._data_block(dot_page())) in html
+    assert html.endswith("</script></body></html>")
+    script = html.rsplit("<script>", 1)[1]
+    js = (export._ASSETS / "export.js").read_text()
+    viz = (export._ASSETS / "vendor" / "viz-global.js").read_text()
+    assert script == viz + "\n" + js + "</script></body></html>"  # a page drawn in the browser carries Graphviz
+    assert (export._ASSETS / "export.css").read_text() + "</style>" in html
+    body = html.split("<script")[0]
+    assert "btn-divergence" not in body and 'id="run1"' not in body
+
+
+def test_a_page_drawn_here_carries_no_graphviz_build():
+    html = export.render_page(run_c())
+    js = (export._ASSETS / "export.js").read_text()
+    assert html.endswith("<script>" + js + "</script></body></html>")
+    assert "viz-global" not in html and html.count("<script") == 2
+    assert '<script type="application/json" id="simcache-data">' in html
+
+
+def test_a_side_by_side_page_has_two_columns_and_a_divergence_button():
+    html = page(compare=True)
+    crash = "AssertionError: parent does not have child key, 1 (in _delete_tombstone_leaf)"
+    assert "<h1>simcache · scenario · pre_fix vs described_fix</h1>" in html
+    assert f"<p>schedule <code>main*10</code> · <b>pre_fix</b>: {crash}; <b>described_fix</b>: clean</p>" in html
+    assert ('&#8631;</button><button id="btn-divergence">first divergence</button></div></nav>'
+            '<p id="divergence" class="sc-bad"></p><div id="layout" class="layout-2"><div id="cols" class="cols-2">'
+            '<section class="run" id="run0"><h2>pre_fix</h2>') in html
+    assert ('</section><section class="run" id="run1"><h2>described_fix</h2><div class="caption"></div>'
+            '<div class="tree sc-tree sc-t1"></div><div class="timeline">'
+            + timeline_svg(run_c("described_fix").trace, 0, width=960, title="described_fix: clean")
+            + '</div></section></div><div id="side">') in html
+    assert export._data_block(dot_page(compare=True)) in html
+
+
+def test_a_scenario_without_title_or_description_gets_no_about_line():
+    doc = dict(scenario_doc("scenario_C_ops"))
+    doc.pop("about", None)
+    run = simulate(doc, "pre_fix")
+    assert not (run.scenario.title or run.scenario.description)
+    assert export._header(run, None).startswith("<h1>simcache · scenario · pre_fix</h1><p>schedule <code>")
+    described = simulate("crash_pr", "pre_fix")
+    assert export._header(described, None).startswith(
+        f"<h1>simcache · crash_pr · pre_fix</h1><p>{escape(described.scenario.title)}</p><p>schedule")
+
+
+def test_a_tour_page_has_its_section_and_stops_name_their_frames():
+    run = simulate("crash_pr", "pre_fix")
+    with patched(DOT_LIMIT=0):
+        html = export.render_page(run, tour="crash_pr")
+    data = json.loads(gzip.decompress(base64.b64decode(
+        html.split('data-encoding="gzip-base64">')[1].split("</script>")[0])))
+    from simcache.tour import load
+
+    t = load("crash_pr")
+    assert data["tour_title"] == t.title and len(data["tour"]) == len(t.stops)
+    frames = data["runs"][0]["frames"]
+    for stop, s in zip(data["tour"], t.stops, strict=True):
+        assert (stop["title"], stop["ask"], stop["choices"], stop["answer"], stop["explain"]) == \
+            (s.title, s.ask, [c.text for c in s.choices], s.answer, s.explain)
+        assert frames[stop["frame"]]["step"] == stop["step"]
+        assert frames[stop["before"]]["step"] == max(0, stop["step"] - 1)
+    intro = f"<p>{t.intro}</p>" if t.intro else ""
+    section = (f'<section id="tour"><h2>Tour: {t.title}</h2>{intro}<div id="tour-q"></div><div id="tour-choices">'
+               '</div><div id="tour-feedback"></div><button id="tour-prev">&#9664; previous stop</button>'
+               '<button id="tour-next">next stop &#9654;</button></section><div id="layout" class="layout-1">')
+    assert section in html
+    assert export._tour_section(dict(data, tour=[]), t) == ""
+    assert t.intro and export._tour_section(data, replace(t, intro="")).startswith(
+        f'<section id="tour"><h2>Tour: {t.title}</h2><div id="tour-q"></div>')
+    with pytest.raises(ConfigError, match="^a tour steps through one run; export it without a second preset "
+                                          "to compare$"):
+        export.render_page(run, compare=simulate("crash_pr", "described_fix"), tour="crash_pr")
+
+
+def test_export_refuses_a_run_it_cannot_draw(tmp_path):
+    doc = dict(scenario_doc("scenario_C_ops"), ops=[])
+    with pytest.raises(ConfigError, match="^this run has no micro-steps to export; give it at least one operation$"):
+        export.export_html(simulate(doc, "pre_fix"), tmp_path / "empty.html")
+    bare = simulate(scenario_doc("scenario_C_ops"), "pre_fix", snapshots=False)
+    message = "^this run was simulated without snapshots; simulate\\(..., snapshots=True\\) to export it$"
+    with pytest.raises(ConfigError, match=message):
+        export.export_html(bare, tmp_path / "bare.html")
+    with pytest.raises(ConfigError, match=message):
+        export.export_html(run_c(), tmp_path / "bare.html", compare=bare)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_writes_the_page_it_renders(tmp_path):
+    with patched(DOT_LIMIT=0):
+        path = export.export_html(run_c(), tmp_path / "c.html")
+    assert path == tmp_path / "c.html" and path.read_text() == page()
+
+
+class Bar:
+    def __init__(self):
+        self.updates, self.closed = [], False
+
+    def update(self, n):
+        self.updates.append(n)
+
+    def close(self):
+        self.closed = True
+
+
+def test_progress_counts_every_frame_of_both_runs_and_closes(monkeypatch):
+    bars = []
+    monkeypatch.setattr(export, "_bar", lambda total, progress: bars.append((total, progress, Bar())) or bars[-1][2])
+    monkeypatch.setattr(export, "DOT_LIMIT", 0)
+    monkeypatch.setattr(export, "BATCH", 100)
+    data = export.page_data(run_c(), compare=run_c("described_fix"), progress=True)
+    n = len(data["runs"][0]["frames"])
+    (total, progress, bar), = bars
+    assert (total, progress, bar.closed) == (2 * n, True, True)
+    assert bar.updates == [100, 100, n - 200] * 2 and n > 200
+
+
+def test_the_progress_bar_shows_for_long_exports_or_when_asked():
+    assert export._bar(10 ** 6, False) is None
+    assert export._bar(2 * export.BATCH - 1, None) is None
+    bar = export._bar(2 * export.BATCH, None)
+    try:
+        assert (bar.total, bar.disable) == (2 * export.BATCH, True)  # not a terminal here: tqdm's own choice
+    finally:
+        bar.close()
+    bar = export._bar(3, True)
+    try:
+        assert (bar.total, bar.disable, bar.unit, bar.desc, bar.leave) == (3, False, "frame", "exporting", False)
+    finally:
+        bar.close()
+
+
+def test_the_store_keeps_each_text_once_in_first_seen_order():
+    store = export._Store()
+    assert [store.add(x) for x in ("a", "b", "a", "c", "b")] == [0, 1, 0, 2, 1]
+    assert store.items == ["a", "b", "c"]
+
+
+def test_no_page_text_escapes_its_element():
+    html = page(compare=True)
+    assert re.findall(r"<script[^>]*>", html) == [
+        '<script type="application/json" id="simcache-data" data-encoding="gzip-base64">', "<script>"]
+
+
+def test_export_passes_the_compare_run_the_progress_choice_and_the_tour_on(monkeypatch, tmp_path):
+    expected = page(compare=True)
+    bars = []
+    monkeypatch.setattr(export, "_bar", lambda total, progress: bars.append(progress) or Bar())
+    with patched(DOT_LIMIT=0):
+        path = export.export_html(run_c(), tmp_path / "cmp.html", compare=run_c("described_fix"), progress=True)
+    assert path.read_text() == expected and bars == [True]
+    run = simulate("crash_pr", "pre_fix")
+    toured = export.export_html(run, tmp_path / "tour.html", tour="crash_pr", progress=False).read_text()
+    assert bars == [True, False] and '<section id="tour"><h2>Tour: ' in toured
+
+
+def test_a_tour_on_a_long_run_adds_each_stop_and_the_step_before_it_as_frames():
+    run = simulate("crash_pr", "pre_fix")
+    with patched(MICRO_LIMIT=5):  # only operation ends and moments would be frames
+        data = export.page_data(run, tour=load_tour("crash_pr"))
+        plain = export.frame_steps(run.trace)
+    shown = [f["step"] for f in data["runs"][0]["frames"]]
+    wanted = {x for stop in data["tour"] for x in (stop["step"], stop["step"] - 1)}
+    assert shown == sorted(set(plain) | wanted) and not wanted <= set(plain)
+    for stop in data["tour"]:
+        assert (shown[stop["frame"]], shown[stop["before"]]) == (stop["step"], stop["step"] - 1)
+
+
+def test_a_loaded_tour_and_a_tour_name_give_the_same_page():
+    run = simulate("crash_pr", "pre_fix")
+    with patched(DOT_LIMIT=0):
+        assert export.render_page(run, tour=load_tour("crash_pr")) == export.render_page(run, tour="crash_pr")
