@@ -138,8 +138,6 @@ class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storag
         ps = self.page_size
         return key[0] if ps == 1 else tuple(key[:ps])
 
-    ck = child_key  # the old name; explore/machine.py (edited on another branch) still calls it
-
     def _attach(self, parent: TreeNode, node: TreeNode, key: Key | None = None) -> None:
         slot = self.child_key(node.key if key is None else key)
         replaced = parent.children.get(slot)

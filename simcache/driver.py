@@ -12,7 +12,7 @@ import hashlib
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .cache import HiMambaRadixCache
@@ -57,11 +57,8 @@ class Driver:
     retry_mamba_alloc: bool = False
     live: OrderedDict = field(default_factory=OrderedDict)
     nreq: int = 0
-    scheduler: InitVar[bool | None] = None  # the old name of retry_mamba_alloc
 
-    def __post_init__(self, scheduler: bool | None) -> None:
-        if scheduler is not None:
-            self.retry_mamba_alloc = scheduler
+    def __post_init__(self) -> None:
         for pool in self.cache.pools.all().values():
             pool.stack_fn = simulated_stack
 

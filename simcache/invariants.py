@@ -415,7 +415,7 @@ class BoundaryCheck:
                 n.__class__ = TrackedNode
 
     def _children(self, n) -> list:
-        ck = self.cache.ck
+        ck = self.cache.child_key
         return [c for k, c in n.children.items() if c.parent is n and len(c.key) > 0 and ck(c.key) == k]
 
     def _fp(self, c, h: int, start: int) -> tuple:

@@ -24,8 +24,6 @@ def _public(classes):
         for name, attr in vars(klass).items():
             if name.startswith("_") or not (inspect.isfunction(attr) or isinstance(attr, property)):
                 continue
-            if name == "ck":  # the old name of child_key, kept for a caller on another branch
-                continue
             yield f"{klass.__name__}.{name}", (attr.fget if isinstance(attr, property) else attr).__doc__ or ""
 
 

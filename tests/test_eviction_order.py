@@ -29,7 +29,7 @@ def replay(doc: dict, version: str, kept: bool) -> list:
     cache = HiMambaRadixCache(build_config(cfg, preset(version)))
     if not kept:
         cache.evictable_full_device_leaves.heap = cache.evictable_full_host_leaves.heap = None
-    drv = Driver(cache, scheduler=cfg["driver"] == "scheduler")
+    drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
     seen = []
     for i, op in enumerate(ops):
         try:

@@ -175,10 +175,12 @@ def test_step_raises_a_users_mistake_instead_of_reporting_it():
         d.step({"op": "start", "tokens": [2], "rid": "a"}, 1)
 
 
-def test_the_old_scheduler_keyword_sets_retry_mamba_alloc():
+def test_the_driver_retries_the_mamba_allocation_only_when_asked():
     cache = HiMambaRadixCache(CacheConfig())
-    assert Driver(cache, scheduler=True).retry_mamba_alloc is True
+    assert Driver(cache, retry_mamba_alloc=True).retry_mamba_alloc is True
     assert Driver(cache).retry_mamba_alloc is False
+    with pytest.raises(TypeError):
+        Driver(cache, scheduler=True)  # the old name is gone
     assert set(vars(Driver(cache, retry_mamba_alloc=True))) == {"cache", "retry_mamba_alloc", "live", "nreq"}
 
 

@@ -182,7 +182,7 @@ class Machine:
         pools = cache.pools
         refs: dict[str, set] = {"device_kv": set(), "device_mamba": set(), "host_kv": set(), "host_mamba": set()}
         dkv, dm, hkv, hm = refs["device_kv"], refs["device_mamba"], refs["host_kv"], refs["host_mamba"]
-        root, ck = cache.root_node, cache.ck
+        root, ck = cache.root_node, cache.child_key
         stack = [root]
         while stack:  # the attached nodes (state.attached_ids), root included
             n = stack.pop()
