@@ -94,3 +94,19 @@ def leaks(cache: HiMambaRadixCache, live_requests=()) -> dict[str, list[int]]:
 def double_frees(cache: HiMambaRadixCache) -> list[list]:
     """Every double free as ``[pool, slots]`` (the oracle's expect-block format)."""
     return [[d.pool, list(d.slots)] for pool in cache.pools.all().values() for d in pool.double_frees]
+
+
+def finished(cache: HiMambaRadixCache, *requests):
+    """A driver that has run each request in ``requests`` (token lists) to its end, one after another."""
+    from simcache.driver import Driver
+
+    drv = Driver(cache)
+    for tokens in requests:
+        drv.finish(drv.start(list(tokens)))
+    return drv
+
+
+def acked(cache: HiMambaRadixCache) -> None:
+    """Every pending write acknowledged and the acks processed."""
+    cache.controller.complete_writes(64)
+    cache.check_hicache_events()

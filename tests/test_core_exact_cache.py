@@ -8,11 +8,10 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from helpers import free_lists, make_cache, node_at, snapshot
+from helpers import finished, free_lists, make_cache, node_at, snapshot
 
 import simcache.cache as cache_module
 from simcache.cache import HiMambaRadixCache, _UntracedCache
-from simcache.driver import Driver
 from simcache.errors import CacheAssertion
 from simcache.node import TreeNode
 from simcache.trace import Recorder
@@ -20,12 +19,6 @@ from simcache.versions import preset
 
 EMPTY_SIZES = dict(full_evictable=0, full_protected=0, mamba_evictable=0, mamba_protected=0)
 
-
-def finished(cache, *requests):
-    drv = Driver(cache)
-    for tokens in requests:
-        drv.finish(drv.start(list(tokens)))
-    return drv
 
 
 def recorded(cache, drv=None):

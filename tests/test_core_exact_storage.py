@@ -5,23 +5,10 @@ truncated, issued, completed, revoked) and ``_insert_helper_host``. Written for 
 from __future__ import annotations
 
 import pytest
-from helpers import free_lists, make_cache, snapshot
+from helpers import acked, finished, free_lists, make_cache, snapshot
 
 from simcache.controller import MambaTransfer
-from simcache.driver import Driver
 from simcache.keys import page_hashes
-
-
-def finished(cache, *requests):
-    drv = Driver(cache)
-    for tokens in requests:
-        drv.finish(drv.start(list(tokens)))
-    return drv
-
-
-def acked(cache):
-    cache.controller.complete_writes(64)
-    cache.check_hicache_events()
 
 
 def test_a_written_through_node_with_hashes_is_backed_up_to_storage_and_host_referenced_until_the_ack():

@@ -8,27 +8,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from helpers import free_lists, make_cache, node_at, snapshot
+from helpers import acked, finished, free_lists, make_cache, node_at, snapshot
 
-from simcache.driver import Driver
 from simcache.errors import CacheAssertion
 from simcache.keys import page_hashes
 from simcache.node import TreeNode
 from simcache.state import dfs
 from simcache.trace import Recorder
 from simcache.versions import preset
-
-
-def finished(cache, *requests):
-    drv = Driver(cache)
-    for tokens in requests:
-        drv.finish(drv.start(list(tokens)))
-    return drv
-
-
-def acked(cache):
-    cache.controller.complete_writes(64)
-    cache.check_hicache_events()
 
 
 def nodes(cache):
