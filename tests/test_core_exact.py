@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from helpers import free_lists, make_cache, node_at, snapshot
+from helpers import acked, finished, free_lists, make_cache, node_at, snapshot
 
 from simcache.driver import Driver
 from simcache.trace import Recorder
@@ -267,11 +267,8 @@ def test_the_cascade_stops_at_a_locked_parent_and_under_the_followup_at_a_host_r
 
 def device_settled(*requests, **config):
     cache = make_cache("write_through", **config)
-    drv = Driver(cache)
-    for tokens in requests:
-        drv.finish(drv.start(list(tokens)))
-    cache.controller.complete_writes(64)
-    cache.check_hicache_events()
+    finished(cache, *requests)
+    acked(cache)
     return cache
 
 

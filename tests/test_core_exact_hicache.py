@@ -9,7 +9,7 @@ returned, the whole state (``helpers.snapshot``) and the pools' free lists.
 from __future__ import annotations
 
 import pytest
-from helpers import free_lists, make_cache, node_at, snapshot
+from helpers import acked, finished, free_lists, make_cache, node_at, snapshot
 
 from simcache.driver import Driver
 from simcache.requests import Request
@@ -18,11 +18,8 @@ from simcache.requests import Request
 def settled(*requests, policy="write_through", **config):
     """A cache after ``requests`` finished, every write acknowledged."""
     cache = make_cache(policy, **config)
-    drv = Driver(cache)
-    for tokens in requests:
-        drv.finish(drv.start(list(tokens)))
-    cache.controller.complete_writes(64)
-    cache.check_hicache_events()
+    finished(cache, *requests)
+    acked(cache)
     return cache
 
 
