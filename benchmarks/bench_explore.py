@@ -14,15 +14,18 @@ machine shows less. Prints markdown tables:
 4. finding the hidden needle: exhaustive (fewest preemptions first) against random and PCT;
 5. how a prefix's state is obtained (keep + clone, replay + clone, replay every child) and processes (jobs);
 6. partial-order reduction over the whole schedule space (``--reduce dpor``) against state-hash pruning and no
-   reduction, for the same verdict.
+   reduction, for the same verdict;
+7. the garbage collector's pace (``simcache.gcpace``): the same searches with the raised pace and with Python's
+   default, each in its own process, alternating, CPU time, medians (same results asserted).
 
-``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor). ``--against REF`` prints one
+``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor, gc). ``--against REF`` prints one
 table instead: the explorer machine's schedules per second on this tree and on git revision REF (its ``simcache``
 unpacked to a temporary folder), each side in its own process, alternating A B A B, CPU time, medians.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -217,6 +220,43 @@ print(*out)
 """
 
 
+_SEARCH_TIME = r"""
+import json, sys, time
+import simcache.gcpace
+from simcache.explore import explore
+simcache.gcpace.ENABLED = sys.argv[1] == "on"
+name, kw = sys.argv[2], json.loads(sys.argv[3])
+t = time.process_time()
+res = explore(name, "pre_fix", **kw)
+took = time.process_time() - t
+print(json.dumps([took, res.schedules_run, res.failing, res.distinct_states, sorted(res.signatures)]))
+"""
+
+GC_CASES = (("hidden_needle", {"bound": 1}), ("scenario_c", {"bound": 1}),
+            ("crash_pr", {"bound": 2, "until": X}), ("crash_pr", {"strategy": "random", "budget": 3000}))
+
+
+def gc_pace(cases, rounds: int) -> str:
+    """Each search with the raised collector pace (on) and Python's default (off), alternating processes."""
+    rows = []
+    for name, kw in cases:
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        results = set()
+        for _ in range(rounds):
+            for side in ("off", "on"):
+                out = subprocess.run([sys.executable, "-c", _SEARCH_TIME, side, name, json.dumps(kw)],
+                                     capture_output=True, text=True, check=True,
+                                     env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+                took, *result = json.loads(out.stdout)
+                times[side].append(took)
+                results.add(json.dumps(result))
+        off, on = statistics.median(times["off"]), statistics.median(times["on"])
+        what = ", ".join(f"{k}={v}" for k, v in kw.items() if k != "until") + (" until the race" if "until" in kw
+                                                                                else "")
+        rows.append([name, what, f"{off:.2f}", f"{on:.2f}", f"{off / on:.2f}x", "yes" if len(results) == 1 else "NO"])
+    return table(["scenario", "search", "s, default pace", "s, raised pace", "speed-up", "same result"], rows)
+
+
 def against(ref: str, names: list[str], n: int, rounds: int) -> str:
     """The explorer machine (``run_schedule``: build, replay, end key, damage) on the same random schedules, this
     tree against ``ref``: alternating processes, the best of 3 passes each (CPU time), medians over ``rounds``."""
@@ -246,12 +286,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--only", default="rates,failure,pruning,needle,modes,dpor",
-                    help="comma-separated tables: rates, failure, pruning, needle, modes, dpor")
+    ap.add_argument("--only", default="rates,failure,pruning,needle,modes,dpor,gc",
+                    help="comma-separated tables: rates, failure, pruning, needle, modes, dpor, gc")
     ap.add_argument("--reduce-on", metavar="NAMES", help="scenarios of the dpor table (default scenario_b,scenario_c,"
                                                         "crash_pr; crash_pr's three whole-space searches take minutes)")
     ap.add_argument("--against", metavar="REF", help="compare the explorer machine with git revision REF")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against (default 5)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against and gc (default 5)")
     a = ap.parse_args(argv)
     if a.against:
         print(f"## Explorer machine, this tree against {a.against} (pre_fix, random schedules, {a.rounds} rounds)\n")
@@ -284,7 +324,10 @@ def main(argv=None) -> int:
     if "dpor" in only:
         print("## Partial-order reduction over the whole schedule space (pre_fix): same verdict, fewer runs\n")
         print(reduction(a.reduce_on.split(",") if a.reduce_on else
-                        ["scenario_b"] if a.quick else ["scenario_b", "scenario_c", "crash_pr"], {"scenario_b"}))
+                        ["scenario_b"] if a.quick else ["scenario_b", "scenario_c", "crash_pr"], {"scenario_b"}), "\n")
+    if "gc" in only:
+        print(f"## The collector's pace (pre_fix; CPU time, medians of {a.rounds} alternating processes)\n")
+        print(gc_pace(GC_CASES[:2] if a.quick else GC_CASES, a.rounds))
     return 0
 
 

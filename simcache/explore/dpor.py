@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 
+from ..gcpace import fewer_collections
 from .machine import Machine, Plan, _prepared
 from .results import ExploreResult, Tally, finish
 
@@ -60,6 +61,7 @@ def _order(cur: int, pos: list[int], lengths: tuple[int, ...]) -> list[int]:
     return first + [i for i in range(len(lengths)) if i != cur and pos[i] < lengths[i]]
 
 
+@fewer_collections()
 def dpor(plan: Plan, preset: str, budget: int | None = None, until: str | None = None,
          progress=None) -> ExploreResult:
     """Depth-first search of every schedule with sleep sets and state caching; see the module doc."""

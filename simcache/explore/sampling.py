@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import time
 
+from ..gcpace import fewer_collections
 from . import workers
 from .machine import Machine, Plan
 from .results import ExploreResult, RunOut, Tally, count_schedules, finish
@@ -58,6 +59,7 @@ def _run_remote(idx: tuple[int, ...]) -> RunOut:
     return run_schedule(workers.PLAN, idx, workers.DAMAGE)
 
 
+@fewer_collections()
 def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, depth: int = 3, jobs: int = 1,
             until: str | None = None, progress=None) -> ExploreResult:
     """Run ``budget`` drawn schedules (``strategy`` random or pct)."""

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import SimcacheError
+from ..gcpace import fewer_collections
 from . import workers
 from .machine import Machine, Plan
 from .results import ExploreResult, RunOut, Tally, finish
@@ -99,6 +100,7 @@ BATCH = 32  # prefixes expanded per round (one process-pool map); fixed, so any 
 PARK = 20_000  # machines kept for prefixes queued for the next level (about 15 kB each); beyond it they replay
 
 
+@fewer_collections()
 def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | None = None, prune: bool = True,
                jobs: int = 1, mode: str = "keep", until: str | None = None, iterative: bool = True,
                progress: Progress | None = None) -> ExploreResult:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..driver import Crash
+from ..gcpace import fewer_collections
 from ..scenario import Scenario, from_doc
 from ..scheduler import Schedule, format_turns
 from .machine import signature
@@ -64,6 +65,7 @@ def _size(case: Case) -> tuple[int, int, int]:
     return len(case.turns), switches(case.turns), tokens
 
 
+@fewer_collections()
 def shrink(scenario: Scenario | str, preset: str | None = None, flags: dict | None = None,
            schedule: str | Schedule | None = None, max_rounds: int = 50) -> Shrunk:
     """Shrink the failing run of ``scenario`` under ``schedule`` (default: the scenario's) to a minimal case."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 
+from ..gcpace import pace_worker
 from ..pool import Pool, mp_context, quiet_worker, workers_for
 from .machine import Plan
 
@@ -17,6 +18,7 @@ DAMAGE: dict = {}
 def init_worker(plan: Plan) -> None:
     global PLAN
     quiet_worker()
+    pace_worker()
     PLAN = plan
     DAMAGE.clear()
 
