@@ -1,11 +1,12 @@
-"""Fewer garbage collections during long searches: the collector's pace, raised for the duration of a call.
+"""Fewer garbage collections during searches and replays: the collector's pace, raised for the duration of a call.
 
 A search keeps tens of thousands of objects alive (the visited states, the machines parked for the next preemption
 level) and makes and drops a cache's worth of objects per schedule. With Python's default pace (a young collection
 every 700 net allocations, an older one every 10 of those) the collector rescans that live heap over and over: a
 quarter of an exhaustive search's time went there (``benchmarks/bench_explore.py --only gc``). Raising the young
 threshold to ``YOUNG`` makes collections rarer and as thorough (cycles are still collected, so memory stays
-bounded: a few megabytes more at the peak). Results never depend on it.
+bounded: a few megabytes more at the peak). A replay (``ops_run.execute``, ``simulate``) is paced too: a traced
+run keeps its growing event log alive, which the default pace rescans in the same way. Results never depend on it.
 
 ``ENABLED = False`` turns pacing off (the benchmark's baseline). A caller that disabled the collector keeps it
 disabled; the previous thresholds come back on exit, also when the call raises.

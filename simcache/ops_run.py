@@ -15,6 +15,7 @@ from .config import check_settings, from_settings
 from .crash import Crash, short_sig
 from .driver import Driver
 from .errors import ScenarioError
+from .gcpace import fewer_collections
 from .operations import OPS, RAISED, check_op
 from .state import accounting, counters, inflight, stale_refs, tree_lines, tree_slot_lines
 from .versions import Flags
@@ -119,6 +120,7 @@ def _progress(total: int, asked: bool | None):
                 leave=False, mininterval=0.5)
 
 
+@fewer_collections()
 def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: bool = False, recorder=None,
             on_step: Callable | None = None, window: tuple[int, int] | None = None,
             progress: bool | None = False, device: str = "cpu") -> dict:

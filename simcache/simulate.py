@@ -12,6 +12,7 @@ from typing import Any
 
 from .crash import Crash
 from .errors import ConfigError, ScenarioError, ScheduleError, shown
+from .gcpace import fewer_collections
 from .ops_run import execute
 from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule
@@ -106,6 +107,7 @@ def check_turns(schedule: Schedule, scenario: Scenario) -> None:
                                 f"{lengths[actor]}; shorten the schedule or add operations")
 
 
+@fewer_collections()
 def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: dict | None = None,
              schedule: str | Schedule | None = None, snapshots: bool = True, invariants: bool = True,
              ops: tuple[int | None, int | None] | None = None, progress: bool | None = False,

@@ -68,3 +68,20 @@ def test_every_search_runs_at_the_raised_pace_with_the_same_result(default_pace,
     monkeypatch.setattr(gcpace, "ENABLED", False)
     plain = explore("scenario_b", "pre_fix", **kw)
     assert plain == paced  # time_s is left out of the comparison
+
+
+def test_replays_run_at_the_raised_pace(default_pace, monkeypatch):
+    from simcache.ops_run import run_ops
+    from simcache.scenario import load
+    from simcache.simulate import simulate
+
+    seen = []
+    doc = {"config": {"device_kv": 16, "device_mamba": 4, "host_kv": 16, "host_mamba": 4},
+           "ops": [{"op": "request", "tokens": [1, 2, 3]}, {"op": "evict", "n": 3}]}
+    out = run_ops(doc, "pre_fix", on_step=lambda *a: seen.append(gc.get_threshold()))
+    assert out["status"] == ".." and seen == [(50_000, 50, 50)] * 2
+    assert gc.get_threshold() == (700, 10, 10)
+    paced = simulate(load("scenario_b"), "pre_fix", snapshots=False)
+    assert paced.result["status"] == ".....x" and paced.result["first_stale"] == 3
+    monkeypatch.setattr(gcpace, "ENABLED", False)
+    assert simulate(load("scenario_b"), "pre_fix", snapshots=False).to_json() == paced.to_json()
