@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from .cli_numbers import LIMITS, MAX_JOBS, MAX_WORKLOAD_TURNS, UsageError, decimal, whole  # noqa: F401 -- re-exported
+from .cli_numbers import jobs as parse_jobs
 from .errors import SimcacheError, shown
 from .transcript import damage_lines, transcript
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
@@ -221,7 +222,7 @@ def cmd_workload(a) -> int:
     if len(set(a.presets)) != len(a.presets):
         raise UsageError("--presets names a preset twice; name each once")
     streams, requests = whole("streams", a.streams), whole("requests", a.requests)
-    seed, jobs = whole("seed", a.seed), whole("jobs", a.jobs)
+    seed, jobs = whole("seed", a.seed), parse_jobs(a.jobs)
     pressures = [decimal("pressures", p) for p in a.pressures]
     if len(pressures) > 100:
         raise UsageError("--pressures takes at most 100 values")
@@ -303,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--budget", default=None, help="most schedules to run (at most 10,000,000)")
     x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")
     x.add_argument("--out", help="folder for the schedule, shrunk scenario, JSON trace and pytest file")
-    x.add_argument("--jobs", default="1", help=f"worker processes (at most {MAX_JOBS}; never more than the cores)")
+    x.add_argument("--jobs", default="1", help=f"worker processes, or auto for one per usable core (at most "
+                                               f"{MAX_JOBS}; never more than the cores; results identical to serial)")
     x.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     x.add_argument("--json", action="store_true", help="print one JSON object")
     x.set_defaults(fn=cmd_explore)
@@ -316,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--requests", default=str(WorkloadSpec.requests),
                    help=f"chat turns per stream (default {WorkloadSpec.requests}, at most 10,000)")
     w.add_argument("--seed", default="0", help="seed of the generated streams")
-    w.add_argument("--jobs", default="1", help="worker processes (results identical to serial)")
+    w.add_argument("--jobs", default="1", help="worker processes, or auto for one per usable core (results identical "
+                                               "to serial)")
     w.add_argument("--signatures", action="store_true", help="also list what raised, per row")
     w.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     w.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -3,6 +3,7 @@ plain, capped whole and decimal numbers. Its own module so that the explorer's c
 uses them without importing ``cli``, which imports the explorer."""
 from __future__ import annotations
 
+import os
 import re
 
 from .errors import SimcacheError, shown
@@ -41,6 +42,27 @@ def whole(option: str, text: str | int | None) -> int | None:
     if value is not None and value > high:
         raise UsageError(f"--{option} {said} is over the limit of {high:,}; give a smaller number")
     return value
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def jobs(text: str | int | None) -> int | None:
+    """``--jobs``: a whole number within the limits, or ``auto`` for every core this process may use."""
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return min(usable_cores(), LIMITS["jobs"][1])
+    try:
+        return whole("jobs", text)
+    except UsageError as e:
+        if isinstance(text, str) and text.isascii() and not text.lstrip("-").isdigit():
+            raise UsageError(f"--jobs must be a whole number >= 1 or auto, not {shown(text, 30)}; write plain digits "
+                             f"like --jobs 2, or --jobs auto for every core") from None
+        raise e
 
 
 def decimal(option: str, text: str) -> float:

@@ -308,6 +308,9 @@ CALLS = [
     (["explore", "scenario_a", "--bound", "１２"], "--bound must be a whole number >= 0, not １２; write plain digits "
                                                  "like --bound 1"),
     (["explore", "scenario_a", "--jobs", "65"], "--jobs 65 is over the limit of 64; give a smaller number"),
+    (["explore", "scenario_a", "--jobs", "autox"], "--jobs must be a whole number >= 1 or auto, not 'autox'; write "
+                                                   "plain digits like --jobs 2, or --jobs auto for every core"),
+    (["workload", "--jobs", "0"], "--jobs must be a whole number >= 1, not 0; write plain digits like --jobs 1"),
     (["explore", "scenario_a", "--seed", "9" * 5000], "--seed '" + "9" * 29 + "... (5,002 characters) is over the "
                                                       "limit of 9,223,372,036,854,775,807; give a smaller number"),
     (["workload", "--streams", "1e9"], "--streams must be a whole number >= 1, not 1e9; write plain digits like "
@@ -335,6 +338,17 @@ CALLS = [
 @pytest.mark.parametrize("argv, message", CALLS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_a_bad_cli_call_gives_one_sentence_and_status_2(argv, message, capsys):
     assert_one_sentence(*run_cli(capsys, argv), message)
+
+
+def test_jobs_auto_is_one_per_usable_core(monkeypatch):
+    import os
+
+    from simcache import cli_numbers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert [cli_numbers.jobs(t) for t in ("auto", " AUTO ", "2", 4, None)] == [3, 3, 2, 4, None]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(100)), raising=False)
+    assert cli_numbers.jobs("auto") == 64  # the limit still holds
 
 
 def test_a_failed_export_writes_no_file(capsys, tmp_path):

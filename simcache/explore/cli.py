@@ -49,13 +49,14 @@ ARTEFACT_NAMES = ("schedule.txt", "minimal.yaml", "trace.json", "explore.json") 
 
 def cli_explore(a) -> int:
     from ..cli_numbers import UsageError, whole
+    from ..cli_numbers import jobs as parse_jobs
     from ..safe_io import check_folder, write_folder
     from .artefacts import artefact_texts, test_file_name
     from .shrink import shrink
 
     # everything is checked before any work and before anything is written
     bound, seed = whole("bound", a.bound), whole("seed", a.seed)
-    budget, jobs = whole("budget", a.budget), whole("jobs", a.jobs)
+    budget, jobs = whole("budget", a.budget), parse_jobs(a.jobs)
     flags = dict(parse_flag(t) for t in a.flag or ())
     sc = load(a.scenario)
     if a.out is not None:
