@@ -34,7 +34,10 @@ def fewer_collections() -> Iterator[None]:
 
 
 def pace_worker() -> None:
-    """In a worker process that only searches: the raised pace for its whole life."""
+    """In a worker process that only searches: the raised pace for its whole life, and what it inherited from its
+    parent (a forked worker starts with the parent's heap) set aside for good (``gc.freeze``), so that no collection
+    rescans it or touches its shared pages."""
     if ENABLED:
         old = gc.get_threshold()
         gc.set_threshold(max(old[0], YOUNG), max(old[1], OLDER), max(old[2], OLDER))
+        gc.freeze()

@@ -50,9 +50,14 @@ def test_disabled_pacing_leaves_the_default(default_pace, monkeypatch):
         assert gc.get_threshold() == (700, 10, 10)
     gcpace.pace_worker()
     assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
     monkeypatch.setattr(gcpace, "ENABLED", True)
-    gcpace.pace_worker()
-    assert gc.get_threshold() == (50_000, 50, 50)
+    try:
+        gcpace.pace_worker()
+        assert gc.get_threshold() == (50_000, 50, 50)
+        assert gc.get_freeze_count() > 1000  # this process's heap, set aside
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.parametrize("kw", [dict(bound=1), dict(strategy="random", budget=130, seed=3), dict(reduce="dpor")])
