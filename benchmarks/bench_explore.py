@@ -15,12 +15,14 @@ machine shows less. Prints markdown tables:
 5. how a prefix's state is obtained (keep + clone, replay + clone, replay every child) and processes (jobs);
 6. partial-order reduction over the whole schedule space (``--reduce dpor``) against state-hash pruning and no
    reduction, for the same verdict;
-7. the garbage collector's pace (``simcache.gcpace``): the same searches with the raised pace and with Python's
+7. random search in worker processes: schedules per second of wall time with 1 and ``--jobs`` processes (the
+   rate a user sees, pool start-up included), same result asserted;
+8. the garbage collector's pace (``simcache.gcpace``): the same searches with the raised pace and with Python's
    default, each in its own process, alternating, CPU time, medians (same results asserted).
 
-``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor, gc). ``--against REF`` prints one
-table instead: the explorer machine's schedules per second on this tree and on git revision REF (its ``simcache``
-unpacked to a temporary folder), each side in its own process, alternating A B A B, CPU time, medians.
+``--only rates,dpor`` runs some tables (rates, failure, pruning, needle, modes, dpor, parallel, gc). ``--against REF``
+prints one table instead: the explorer machine's schedules per second on this tree and on git revision REF (its
+``simcache`` unpacked to a temporary folder), each side in its own process, alternating A B A B, CPU time, medians.
 """
 from __future__ import annotations
 
@@ -257,6 +259,20 @@ def gc_pace(cases, rounds: int) -> str:
     return table(["scenario", "search", "s, default pace", "s, raised pace", "speed-up", "same result"], rows)
 
 
+def parallel(names: list[str], budget: int, jobs: int) -> str:
+    """``explore(strategy="random")`` in 1 and ``jobs`` processes: wall-time rates (``clock``)."""
+    rows = []
+    for name in names:
+        got = {}
+        for j in (1, jobs):
+            res, t = clock(explore, name, "pre_fix", strategy="random", budget=budget, jobs=j)
+            got[j] = (res, t)
+        (one, t1), (many, tn) = got[1], got[jobs]
+        rows.append([name, f"{budget:,}", f"{budget / t1:,.0f}", f"{budget / tn:,.0f}", f"{t1 / tn:.2f}x",
+                     "yes" if one == many else "NO"])
+    return table(["scenario", "schedules", "1 process /s", f"{jobs} processes /s", "speed-up", "same result"], rows)
+
+
 def against(ref: str, names: list[str], n: int, rounds: int) -> str:
     """The explorer machine (``run_schedule``: build, replay, end key, damage) on the same random schedules, this
     tree against ``ref``: alternating processes, the best of 3 passes each (CPU time), medians over ``rounds``."""
@@ -286,8 +302,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--only", default="rates,failure,pruning,needle,modes,dpor,gc",
-                    help="comma-separated tables: rates, failure, pruning, needle, modes, dpor, gc")
+    ap.add_argument("--only", default="rates,failure,pruning,needle,modes,dpor,parallel,gc",
+                    help="comma-separated tables: rates, failure, pruning, needle, modes, dpor, parallel, gc")
     ap.add_argument("--reduce-on", metavar="NAMES", help="scenarios of the dpor table (default scenario_b,scenario_c,"
                                                         "crash_pr; crash_pr's three whole-space searches take minutes)")
     ap.add_argument("--against", metavar="REF", help="compare the explorer machine with git revision REF")
@@ -325,6 +341,9 @@ def main(argv=None) -> int:
         print("## Partial-order reduction over the whole schedule space (pre_fix): same verdict, fewer runs\n")
         print(reduction(a.reduce_on.split(",") if a.reduce_on else
                         ["scenario_b"] if a.quick else ["scenario_b", "scenario_c", "crash_pr"], {"scenario_b"}), "\n")
+    if "parallel" in only:
+        print(f"\n## Random search in processes (pre_fix, wall time, {a.jobs} processes)\n")
+        print(parallel(["crash_pr", "hidden_needle"], 2000 if a.quick else 10_000, a.jobs), "\n")
     if "gc" in only:
         print(f"## The collector's pace (pre_fix; CPU time, medians of {a.rounds} alternating processes)\n")
         print(gc_pace(GC_CASES[:2] if a.quick else GC_CASES, a.rounds))
