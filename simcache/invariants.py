@@ -396,7 +396,10 @@ class BoundaryCheck:
         # mask is all ones on the owned slots and zero elsewhere, want the fingerprints there (its bytes kept)
         self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
         self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}
+        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}  # None: changed, made when read
+        # the same memory, written one slot at a time (an item write through a memoryview is one C call)
+        self.mask_mv = {p: memoryview(self.mask[p]).cast("B").cast("q") for p in _POOL_NAMES}
+        self.want_mv = {p: memoryview(self.want[p]).cast("B").cast("q") for p in _POOL_NAMES}
         self.owned = dict.fromkeys(_POOL_NAMES, 0)  # slots with an owner that says what they hold
         self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
         # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
@@ -523,36 +526,48 @@ class BoundaryCheck:
                     cm += slots
 
     def _flush(self) -> None:
-        """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state."""
+        """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state.
+
+        The kv check's mask and wanted content follow each slot as its count moves (``_rewant``'s rule: all bits
+        and ``exp`` where an attached node owns the slot, zero elsewhere), written one item at a time through a
+        memoryview: an operation moves a few dozen slots, and two numpy calls per pool cost more than that."""
         pools = self.cache.pools.all()
         for pool, (rp, rm, cp, cm, cw) in self._q.items():
             events = self._events[pool]
             if not (rp or rm or cp or cm or events):
                 continue
             refs, cnt, exp = self.refs[pool], self.cnt[pool], self.exp[pool]
-            kv: set[int] = set()  # slots whose owned-ness or wanted content changed
+            mask, want = self.mask_mv[pool], self.want_mv[pool]
             multi = self.multi[pool]
             for i in rm:
                 refs[i] -= 1
             owned = self.owned[pool]
             for i in cm:
-                cnt[i] -= 1
-                if cnt[i] == 1:
+                c = cnt[i] = cnt[i] - 1
+                if c == 1:
                     multi -= 1
-                elif cnt[i] == 0:
+                elif c == 0:
                     owned -= 1
-                kv.add(i)
+                if c > 0:
+                    mask[i], want[i] = -1, exp[i]
+                else:
+                    mask[i] = want[i] = 0
             for i in rp:
                 refs[i] += 1
             for i, w in zip(cp, cw, strict=True):
-                cnt[i] += 1
-                if cnt[i] == 1:
+                c = cnt[i] = cnt[i] + 1
+                if c == 1:
                     owned += 1
-                elif cnt[i] == 2:
+                elif c == 2:
                     multi += 1
                     self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
                 exp[i] = w
-                kv.add(i)
+                if c > 0:
+                    mask[i], want[i] = -1, w
+                else:
+                    mask[i] = want[i] = 0
+            if cm or cp:
+                self.want_bytes[pool] = None  # made again when the check reads it
             self.multi[pool], self.owned[pool] = multi, owned
             free, loose = pools[pool]._free_count, self.loose[pool]
             for group in (rm, rp, events):
@@ -561,22 +576,18 @@ class BoundaryCheck:
                         loose.add(i)
                     else:
                         loose.discard(i)
-            if kv:
-                self._rewant(pool, kv)
             for q in (rp, rm, cp, cm, cw, events):
                 q.clear()
 
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
-        import numpy as np
-
-        cnt, exp = self.cnt[pool], self.exp[pool]
-        idx = list(slots)
-        on = [cnt[i] > 0 for i in idx]
-        self.mask[pool][idx] = np.array([-1 if o else 0 for o in on], dtype=np.int64)
-        self.want[pool][idx] = np.array([exp[i] if o else 0 for i, o in zip(idx, on, strict=True)],
-                                        dtype=np.int64)
-        self.want_bytes[pool] = self.want[pool].tobytes()
+        cnt, exp, mask, want = self.cnt[pool], self.exp[pool], self.mask_mv[pool], self.want_mv[pool]
+        for i in slots:
+            if cnt[i] > 0:
+                mask[i], want[i] = -1, exp[i]
+            else:
+                mask[i] = want[i] = 0
+        self.want_bytes[pool] = None
 
     def _recount(self, n) -> None:
         new = self._share_of(n) if id(n) in self.att and n is not self.root else None
@@ -762,10 +773,15 @@ class BoundaryCheck:
         if self.bad["mlen"]:
             bad.add("kv_content")
         else:
+            want_bytes = self.want_bytes
             for name in _POOL_NAMES:
-                if self.owned[name] and (pools[name]._np & self.mask[name]).tobytes() != self.want_bytes[name]:
-                    bad.add("kv_content")
-                    break
+                if self.owned[name]:
+                    want = want_bytes[name]
+                    if want is None:
+                        want = want_bytes[name] = self.want[name].tobytes()
+                    if (pools[name]._np & self.mask[name]).tobytes() != want:
+                        bad.add("kv_content")
+                        break
         if self.bad["leaf"]:
             bad.add("leaf_sets")
         if not lru_ok:
