@@ -376,7 +376,8 @@ class BoundaryCheck:
         self.fp: dict[int, tuple] = {}
         self.share: dict[int, tuple] = {}
         self.own: dict[int, tuple] = {}  # node -> (its value lists and fingerprint entry, its owned slots, lengths)
-        self.leaf: dict[tuple[str, int], tuple[bool, bool]] = {}
+        self.leaf_dev: dict[int, tuple[bool, bool]] = {}  # leaf-set member -> (not a leaf, detached)
+        self.leaf_host: dict[int, tuple[bool, bool]] = {}
         self.bad = dict.fromkeys(("tier", "backup", "mlen", "leaf", "held"), 0)
         self.sums = [0, 0, 0, 0]  # dev, prot, mall, mprot
         self.want_full: set[int] = set()
@@ -467,60 +468,75 @@ class BoundaryCheck:
     # --- one node's share ---
     def _share_of(self, n) -> tuple:
         f = self.fp[id(n)]
-        want, m = f[6], f[7]
         v, hv, mv, mhv = n.value, n.host_value, n.mamba_value, n.mamba_host_value
         tier = v is None and (hv is None or any(c.parent is n and c.value is not None for c in n.children.values()))
         backup = hv is not None and self.cache.config.policy != "write_back" and n.parent is not self.root and \
             n.parent.host_value is None
-        mlen = (mv is not None and len(mv) != 1) or (mhv is not None and len(mhv) != 1)
-        dev = len(v) if v is not None else 0
-        prot = dev if v is not None and n.full_lock_ref > 0 else 0
-        mall = len(mv) if mv is not None else 0
-        mprot = mall if mv is not None and n.mamba_lock_ref > 0 else 0
-        src = (v, hv, mv, mhv, f)
-        lens = (-1 if v is None else len(v), -1 if hv is None else len(hv), -1 if mv is None else len(mv),
-                -1 if mhv is None else len(mhv))
+        nv, nhv, nmv, nmhv = (-1 if v is None else len(v), -1 if hv is None else len(hv),
+                              -1 if mv is None else len(mv), -1 if mhv is None else len(mhv))
+        mlen = (nmv >= 0 and nmv != 1) or (nmhv >= 0 and nmhv != 1)
+        dev = nv if nv >= 0 else 0
+        prot = dev if nv >= 0 and n.full_lock_ref > 0 else 0
+        mall = nmv if nmv >= 0 else 0
+        mprot = mall if nmv >= 0 and n.mamba_lock_ref > 0 else 0
         hit = self.own.get(id(n))
-        if hit is not None and hit[2] == lens and all(a is b for a, b in zip(hit[0], src, strict=True)):
-            owned = hit[1]  # the same lists and prefix as last time: the same slots and fingerprints
-            return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
-                    owned)
+        if hit is not None:
+            src, lens = hit[0], hit[2]
+            if src[0] is v and src[1] is hv and src[2] is mv and src[3] is mhv and src[4] is f and \
+                    lens[0] == nv and lens[1] == nhv and lens[2] == nmv and lens[3] == nmhv:
+                # the same lists and prefix as last time: the same slots and fingerprints
+                return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, hit[1])
+        want, m = f[6], f[7]
         owned = []  # (pool, slots, what they must hold or None)
         if v is not None:
-            owned.append(("device_kv", tuple(v), tuple(want) if len(v) == len(want) else None))
+            owned.append(("device_kv", tuple(v), tuple(want) if nv == len(want) else None))
         if hv is not None:
-            owned.append(("host_kv", tuple(hv), tuple(want) if len(hv) == len(want) else None))
+            owned.append(("host_kv", tuple(hv), tuple(want) if nhv == len(want) else None))
         if mv is not None:
-            owned.append(("device_mamba", tuple(mv), (m,) * len(mv)))
+            owned.append(("device_mamba", tuple(mv), (m,) * nmv))
         if mhv is not None:
-            owned.append(("host_mamba", tuple(mhv), (m,) * len(mhv)))
+            owned.append(("host_mamba", tuple(mhv), (m,) * nmhv))
         owned = tuple(owned)
-        self.own[id(n)] = (src, owned, lens)
-        return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
-                owned)
+        self.own[id(n)] = ((v, hv, mv, mhv, f), owned, (nv, nhv, nmv, nmhv))
+        return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, owned)
 
     def _apply(self, n, s: tuple, sign: int, owned=None) -> None:
         """Add (``sign`` +1) or take out (-1) node ``n``'s share ``s``; its owned slots: ``owned`` (default: the
         share's own, ``s[10]``; a node whose share changes moves only the entries that differ)."""
-        bad = self.bad
-        bad["tier"] += sign * s[0]
-        bad["backup"] += sign * s[1]
-        bad["mlen"] += sign * s[2]
+        tier, backup, mlen, dev, prot, mall, mprot, full, mamba, host_m, own = s
+        if tier or backup or mlen:
+            bad = self.bad
+            bad["tier"] += sign * tier
+            bad["backup"] += sign * backup
+            bad["mlen"] += sign * mlen
         sums = self.sums
-        for j in range(4):
-            sums[j] += sign * s[3 + j]
-        for flag, ids in ((s[7], self.want_full), (s[8], self.want_m), (s[9], self.host_m)):
-            if flag:
-                (ids.add if sign > 0 else ids.discard)(n.id)
+        sums[0] += sign * dev
+        sums[1] += sign * prot
+        sums[2] += sign * mall
+        sums[3] += sign * mprot
         q = self._q  # queued: ``_flush`` applies them per pool, every -1 before any +1
-        for pool, slots, want in s[10] if owned is None else owned:
-            rp, rm, cp, cm, cw = q[pool]
-            if sign > 0:
+        if sign > 0:
+            if full:
+                self.want_full.add(n.id)
+            if mamba:
+                self.want_m.add(n.id)
+            if host_m:
+                self.host_m.add(n.id)
+            for pool, slots, want in own if owned is None else owned:
+                rp, _, cp, _, cw = q[pool]
                 rp += slots
                 if want is not None:
                     cp += slots
                     cw += want
-            else:
+        else:
+            if full:
+                self.want_full.discard(n.id)
+            if mamba:
+                self.want_m.discard(n.id)
+            if host_m:
+                self.host_m.discard(n.id)
+            for pool, slots, want in own if owned is None else owned:
+                _, rm, _, cm, _ = q[pool]
                 rm += slots
                 if want is not None:
                     cm += slots
@@ -602,21 +618,21 @@ class BoundaryCheck:
             self._apply(n, new, +1)
 
     def _releaf(self, n) -> None:
-        cache = self.cache
-        for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
-            k = (s.name, id(n))
-            old = self.leaf.pop(k, None)
+        cache, i = self.cache, id(n)
+        for s, records in ((cache.evictable_full_device_leaves, self.leaf_dev),
+                           (cache.evictable_full_host_leaves, self.leaf_host)):
+            old = records.pop(i, None)
             if old is not None:
                 self.bad["leaf"] -= old[0]
                 self.bad["held"] -= old[1]
             if n in s:
-                if s is cache.evictable_full_device_leaves:
+                if records is self.leaf_dev:
                     b = n.value is None or n.full_lock_ref > 0 or any(c.value is not None
                                                                       for c in n.children.values())
                 else:
                     b = n.value is not None or n.host_value is None or bool(n.host_ref_counter) or \
                         bool(n.host_mamba_ref_counter) or any(id(c) in self.att for c in n.children.values())
-                rec = self.leaf[k] = (bool(b), id(n) not in self.att)
+                rec = records[i] = (bool(b), i not in self.att)
                 self.bad["leaf"] += rec[0]
                 self.bad["held"] += rec[1]
 
