@@ -376,7 +376,8 @@ class BoundaryCheck:
         self.fp: dict[int, tuple] = {}
         self.share: dict[int, tuple] = {}
         self.own: dict[int, tuple] = {}  # node -> (its value lists and fingerprint entry, its owned slots, lengths)
-        self.leaf: dict[tuple[str, int], tuple[bool, bool]] = {}
+        self.leaf_dev: dict[int, tuple[bool, bool]] = {}  # leaf-set member -> (not a leaf, detached)
+        self.leaf_host: dict[int, tuple[bool, bool]] = {}
         self.bad = dict.fromkeys(("tier", "backup", "mlen", "leaf", "held"), 0)
         self.sums = [0, 0, 0, 0]  # dev, prot, mall, mprot
         self.want_full: set[int] = set()
@@ -396,7 +397,10 @@ class BoundaryCheck:
         # mask is all ones on the owned slots and zero elsewhere, want the fingerprints there (its bytes kept)
         self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
         self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}
+        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}  # None: changed, made when read
+        # the same memory, written one slot at a time (an item write through a memoryview is one C call)
+        self.mask_mv = {p: memoryview(self.mask[p]).cast("B").cast("q") for p in _POOL_NAMES}
+        self.want_mv = {p: memoryview(self.want[p]).cast("B").cast("q") for p in _POOL_NAMES}
         self.owned = dict.fromkeys(_POOL_NAMES, 0)  # slots with an owner that says what they hold
         self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
         # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
@@ -464,95 +468,122 @@ class BoundaryCheck:
     # --- one node's share ---
     def _share_of(self, n) -> tuple:
         f = self.fp[id(n)]
-        want, m = f[6], f[7]
         v, hv, mv, mhv = n.value, n.host_value, n.mamba_value, n.mamba_host_value
         tier = v is None and (hv is None or any(c.parent is n and c.value is not None for c in n.children.values()))
         backup = hv is not None and self.cache.config.policy != "write_back" and n.parent is not self.root and \
             n.parent.host_value is None
-        mlen = (mv is not None and len(mv) != 1) or (mhv is not None and len(mhv) != 1)
-        dev = len(v) if v is not None else 0
-        prot = dev if v is not None and n.full_lock_ref > 0 else 0
-        mall = len(mv) if mv is not None else 0
-        mprot = mall if mv is not None and n.mamba_lock_ref > 0 else 0
-        src = (v, hv, mv, mhv, f)
-        lens = (-1 if v is None else len(v), -1 if hv is None else len(hv), -1 if mv is None else len(mv),
-                -1 if mhv is None else len(mhv))
+        nv, nhv, nmv, nmhv = (-1 if v is None else len(v), -1 if hv is None else len(hv),
+                              -1 if mv is None else len(mv), -1 if mhv is None else len(mhv))
+        mlen = (nmv >= 0 and nmv != 1) or (nmhv >= 0 and nmhv != 1)
+        dev = nv if nv >= 0 else 0
+        prot = dev if nv >= 0 and n.full_lock_ref > 0 else 0
+        mall = nmv if nmv >= 0 else 0
+        mprot = mall if nmv >= 0 and n.mamba_lock_ref > 0 else 0
         hit = self.own.get(id(n))
-        if hit is not None and hit[2] == lens and all(a is b for a, b in zip(hit[0], src, strict=True)):
-            owned = hit[1]  # the same lists and prefix as last time: the same slots and fingerprints
-            return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
-                    owned)
+        if hit is not None:
+            src, lens = hit[0], hit[2]
+            if src[0] is v and src[1] is hv and src[2] is mv and src[3] is mhv and src[4] is f and \
+                    lens[0] == nv and lens[1] == nhv and lens[2] == nmv and lens[3] == nmhv:
+                # the same lists and prefix as last time: the same slots and fingerprints
+                return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, hit[1])
+        want, m = f[6], f[7]
         owned = []  # (pool, slots, what they must hold or None)
         if v is not None:
-            owned.append(("device_kv", tuple(v), tuple(want) if len(v) == len(want) else None))
+            owned.append(("device_kv", tuple(v), tuple(want) if nv == len(want) else None))
         if hv is not None:
-            owned.append(("host_kv", tuple(hv), tuple(want) if len(hv) == len(want) else None))
+            owned.append(("host_kv", tuple(hv), tuple(want) if nhv == len(want) else None))
         if mv is not None:
-            owned.append(("device_mamba", tuple(mv), (m,) * len(mv)))
+            owned.append(("device_mamba", tuple(mv), (m,) * nmv))
         if mhv is not None:
-            owned.append(("host_mamba", tuple(mhv), (m,) * len(mhv)))
+            owned.append(("host_mamba", tuple(mhv), (m,) * nmhv))
         owned = tuple(owned)
-        self.own[id(n)] = (src, owned, lens)
-        return (tier, backup, mlen, dev, prot, mall, mprot, v is not None, mv is not None, mhv is not None,
-                owned)
+        self.own[id(n)] = ((v, hv, mv, mhv, f), owned, (nv, nhv, nmv, nmhv))
+        return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, owned)
 
     def _apply(self, n, s: tuple, sign: int, owned=None) -> None:
         """Add (``sign`` +1) or take out (-1) node ``n``'s share ``s``; its owned slots: ``owned`` (default: the
         share's own, ``s[10]``; a node whose share changes moves only the entries that differ)."""
-        bad = self.bad
-        bad["tier"] += sign * s[0]
-        bad["backup"] += sign * s[1]
-        bad["mlen"] += sign * s[2]
+        tier, backup, mlen, dev, prot, mall, mprot, full, mamba, host_m, own = s
+        if tier or backup or mlen:
+            bad = self.bad
+            bad["tier"] += sign * tier
+            bad["backup"] += sign * backup
+            bad["mlen"] += sign * mlen
         sums = self.sums
-        for j in range(4):
-            sums[j] += sign * s[3 + j]
-        for flag, ids in ((s[7], self.want_full), (s[8], self.want_m), (s[9], self.host_m)):
-            if flag:
-                (ids.add if sign > 0 else ids.discard)(n.id)
+        sums[0] += sign * dev
+        sums[1] += sign * prot
+        sums[2] += sign * mall
+        sums[3] += sign * mprot
         q = self._q  # queued: ``_flush`` applies them per pool, every -1 before any +1
-        for pool, slots, want in s[10] if owned is None else owned:
-            rp, rm, cp, cm, cw = q[pool]
-            if sign > 0:
+        if sign > 0:
+            if full:
+                self.want_full.add(n.id)
+            if mamba:
+                self.want_m.add(n.id)
+            if host_m:
+                self.host_m.add(n.id)
+            for pool, slots, want in own if owned is None else owned:
+                rp, _, cp, _, cw = q[pool]
                 rp += slots
                 if want is not None:
                     cp += slots
                     cw += want
-            else:
+        else:
+            if full:
+                self.want_full.discard(n.id)
+            if mamba:
+                self.want_m.discard(n.id)
+            if host_m:
+                self.host_m.discard(n.id)
+            for pool, slots, want in own if owned is None else owned:
+                _, rm, _, cm, _ = q[pool]
                 rm += slots
                 if want is not None:
                     cm += slots
 
     def _flush(self) -> None:
-        """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state."""
+        """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state.
+
+        The kv check's mask and wanted content follow each slot as its count moves (``_rewant``'s rule: all bits
+        and ``exp`` where an attached node owns the slot, zero elsewhere), written one item at a time through a
+        memoryview: an operation moves a few dozen slots, and two numpy calls per pool cost more than that."""
         pools = self.cache.pools.all()
         for pool, (rp, rm, cp, cm, cw) in self._q.items():
             events = self._events[pool]
             if not (rp or rm or cp or cm or events):
                 continue
             refs, cnt, exp = self.refs[pool], self.cnt[pool], self.exp[pool]
-            kv: set[int] = set()  # slots whose owned-ness or wanted content changed
+            mask, want = self.mask_mv[pool], self.want_mv[pool]
             multi = self.multi[pool]
             for i in rm:
                 refs[i] -= 1
             owned = self.owned[pool]
             for i in cm:
-                cnt[i] -= 1
-                if cnt[i] == 1:
+                c = cnt[i] = cnt[i] - 1
+                if c == 1:
                     multi -= 1
-                elif cnt[i] == 0:
+                elif c == 0:
                     owned -= 1
-                kv.add(i)
+                if c > 0:
+                    mask[i], want[i] = -1, exp[i]
+                else:
+                    mask[i] = want[i] = 0
             for i in rp:
                 refs[i] += 1
             for i, w in zip(cp, cw, strict=True):
-                cnt[i] += 1
-                if cnt[i] == 1:
+                c = cnt[i] = cnt[i] + 1
+                if c == 1:
                     owned += 1
-                elif cnt[i] == 2:
+                elif c == 2:
                     multi += 1
                     self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
                 exp[i] = w
-                kv.add(i)
+                if c > 0:
+                    mask[i], want[i] = -1, w
+                else:
+                    mask[i] = want[i] = 0
+            if cm or cp:
+                self.want_bytes[pool] = None  # made again when the check reads it
             self.multi[pool], self.owned[pool] = multi, owned
             free, loose = pools[pool]._free_count, self.loose[pool]
             for group in (rm, rp, events):
@@ -561,22 +592,18 @@ class BoundaryCheck:
                         loose.add(i)
                     else:
                         loose.discard(i)
-            if kv:
-                self._rewant(pool, kv)
             for q in (rp, rm, cp, cm, cw, events):
                 q.clear()
 
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
-        import numpy as np
-
-        cnt, exp = self.cnt[pool], self.exp[pool]
-        idx = list(slots)
-        on = [cnt[i] > 0 for i in idx]
-        self.mask[pool][idx] = np.array([-1 if o else 0 for o in on], dtype=np.int64)
-        self.want[pool][idx] = np.array([exp[i] if o else 0 for i, o in zip(idx, on, strict=True)],
-                                        dtype=np.int64)
-        self.want_bytes[pool] = self.want[pool].tobytes()
+        cnt, exp, mask, want = self.cnt[pool], self.exp[pool], self.mask_mv[pool], self.want_mv[pool]
+        for i in slots:
+            if cnt[i] > 0:
+                mask[i], want[i] = -1, exp[i]
+            else:
+                mask[i] = want[i] = 0
+        self.want_bytes[pool] = None
 
     def _recount(self, n) -> None:
         new = self._share_of(n) if id(n) in self.att and n is not self.root else None
@@ -591,21 +618,21 @@ class BoundaryCheck:
             self._apply(n, new, +1)
 
     def _releaf(self, n) -> None:
-        cache = self.cache
-        for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
-            k = (s.name, id(n))
-            old = self.leaf.pop(k, None)
+        cache, i = self.cache, id(n)
+        for s, records in ((cache.evictable_full_device_leaves, self.leaf_dev),
+                           (cache.evictable_full_host_leaves, self.leaf_host)):
+            old = records.pop(i, None)
             if old is not None:
                 self.bad["leaf"] -= old[0]
                 self.bad["held"] -= old[1]
             if n in s:
-                if s is cache.evictable_full_device_leaves:
+                if records is self.leaf_dev:
                     b = n.value is None or n.full_lock_ref > 0 or any(c.value is not None
                                                                       for c in n.children.values())
                 else:
                     b = n.value is not None or n.host_value is None or bool(n.host_ref_counter) or \
                         bool(n.host_mamba_ref_counter) or any(id(c) in self.att for c in n.children.values())
-                rec = self.leaf[k] = (bool(b), id(n) not in self.att)
+                rec = records[i] = (bool(b), i not in self.att)
                 self.bad["leaf"] += rec[0]
                 self.bad["held"] += rec[1]
 
@@ -762,10 +789,15 @@ class BoundaryCheck:
         if self.bad["mlen"]:
             bad.add("kv_content")
         else:
+            want_bytes = self.want_bytes
             for name in _POOL_NAMES:
-                if self.owned[name] and (pools[name]._np & self.mask[name]).tobytes() != self.want_bytes[name]:
-                    bad.add("kv_content")
-                    break
+                if self.owned[name]:
+                    want = want_bytes[name]
+                    if want is None:
+                        want = want_bytes[name] = self.want[name].tobytes()
+                    if (pools[name]._np & self.mask[name]).tobytes() != want:
+                        bad.add("kv_content")
+                        break
         if self.bad["leaf"]:
             bad.add("leaf_sets")
         if not lru_ok:

@@ -310,16 +310,33 @@ class Recorder:
 
     # --- hooks called by the cache: each appends one compact entry to ``_log`` (worded on demand, ``_words``) ---
     def enter(self, name: str, args: tuple) -> None:
-        nodes = tuple([a for a in args if isinstance(a, TreeNode)]) if args else ()
+        if not args:
+            nodes = ()
+        elif len(args) == 1:  # most simulated calls take one argument
+            nodes = args if isinstance(args[0], TreeNode) else ()
+        else:
+            nodes = tuple([a for a in args if isinstance(a, TreeNode)])
+        cur = self._stack
         self._frames.append((name, nodes))
-        self._stacks.append(self._stack)
-        st = self._stack + (name,)
-        st = self._stack = _STACKS.get(st) or _intern(st)
+        self._stacks.append(cur)
+        nxt = _NEXT_STACK.get((id(cur), name))  # the stack a call from ``cur`` makes, by identity: no tuple is
+        if nxt is not None and nxt[0] is cur:  # built or hashed (the entry holds ``cur``, so its id stays its own)
+            st = nxt[1]
+        else:
+            st = cur + (name,)
+            st = _STACKS.get(st) or _intern(st)
+            if len(_NEXT_STACK) > 1 << 16:
+                _NEXT_STACK.clear()
+            _NEXT_STACK[id(cur), name] = (cur, st)
+        self._stack = st
         if nodes:
             n = nodes[0]
             k = n.key
             self._log.append((self._op, self._actor, "call", st, n.id, k if k.__class__ is tuple else format_key(k)))
-            self._note(n)
+            if n.id not in self._known:  # ``_note``, inline: a third of all micro-steps are calls
+                self._know(n)
+            if n.__class__ is TreeNode and self._bc is not None:
+                self._bc.see(n)
         else:
             self._log.append((self._op, self._actor, "call", st, None, None))
         if not self.replayable and self.cache is not None:
@@ -665,6 +682,7 @@ class Recorder:
 # kinds: what ``_CAPTURE`` takes; ``_Worded``: (text, detail) worded when it happened.
 
 _STACKS: dict[tuple, tuple] = {(): ()}  # one object per call stack: its JSON text is made once per run
+_NEXT_STACK: dict[tuple[int, str], tuple[tuple, tuple]] = {}  # (id(stack), call) -> (stack, the stack it makes)
 
 
 def _intern(stack: tuple) -> tuple:
