@@ -77,8 +77,8 @@ MODULES = {
     "simcache/render/ghosts.py": ["tests/test_ghosts.py", "tests/test_render.py", "tests/test_dot_exact.py"],
     "simcache/render/codepane.py": ["tests/test_codepane.py"],
 }
-# test_streams loads a benchmark and runs a script
-COPY = ("simcache", "tests", "benchmarks", "scripts", "pyproject.toml", "README.md")
+# test_streams loads a benchmark and runs a script; test_invariants reads docs/scenarios.md
+COPY = ("simcache", "tests", "benchmarks", "scripts", "docs", "pyproject.toml", "README.md")
 # a mutant in a function no selected test calls is "no tests" to mutmut: as unkilled as a survivor, and scored so
 UNKILLED = ("survived", "no tests")
 
@@ -186,7 +186,7 @@ def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | N
                 f"only_mutate = [{json.dumps(module)}]\n"
                 f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
                 'pytest_add_cli_args = ["-x", "-q", "-p", "no:cacheprovider"]\n'
-                'also_copy = ["tests", "benchmarks", "scripts"]\n')
+                'also_copy = ["tests", "benchmarks", "scripts", "docs"]\n')
     return None
 
 
