@@ -195,6 +195,57 @@ def out_of_the_full_lru(cache):
     return lambda: cache.full_lru_list.insert_mru(n)
 
 
+def _leaf_under_a_node(cache):
+    return next((n for _, n in invariants.dfs(cache) if not n.children and n.parent is not cache.root_node), None)
+
+
+def detach_a_leaf(cache):
+    """Taken out of its parent's children the way the cache does it (the recorder hears of it), still held."""
+    n = _leaf_under_a_node(cache)
+    if n is None:
+        return None
+    parent = n.parent
+    cache._detach(parent, n)
+    return lambda: cache._attach(parent, n)
+
+
+def point_a_leaf_elsewhere(cache):
+    """Its parent pointer moved to the root while its parent still lists it: the links no longer agree."""
+    n = _leaf_under_a_node(cache)
+    if n is None:
+        return None
+    parent = n.parent
+    n.parent = cache.root_node
+
+    def undo():
+        n.parent = parent
+    return undo
+
+
+def empty_a_leafs_key(cache):
+    n = _leaf_under_a_node(cache)
+    if n is None:
+        return None
+    key = n.key
+    n.key = ()
+
+    def undo():
+        n.key = key
+    return undo
+
+
+def drop_a_host_mamba_state_still_listed(cache):
+    n = next((n for n in cache.mamba_host_lru_list.mru_to_lru() if n.mamba_host_value is not None), None)
+    if n is None:
+        return None
+    old = n.mamba_host_value
+    n.mamba_host_value = None
+
+    def undo():
+        n.mamba_host_value = old
+    return undo
+
+
 def leak(cache):
     got = cache.pools.device_kv.alloc(1)
     if got is None:
@@ -249,6 +300,10 @@ BREAKS = [
     (device_node_in_the_host_leaves, {"leaf_sets"}),
     (out_of_the_full_lru, {"lru_membership"}),
     (leak, {"no_leak"}),
+    (detach_a_leaf, None),  # attachment and the lists that still hold it
+    (point_a_leaf_elsewhere, None),
+    (empty_a_leafs_key, None),
+    (drop_a_host_mamba_state_still_listed, {"lru_membership", "no_leak"}),
 ]
 
 
