@@ -389,3 +389,45 @@ def test_inject_counts_every_injected_mamba_state_as_evictable():
     cache = make_cache("write_through")
     Driver(cache).inject([{"key": [1], "device": True, "mamba": True}, {"key": [2], "device": True, "mamba": True}])
     assert cache.sizes() == dict(full_evictable=2, full_protected=0, mamba_evictable=2, mamba_protected=0)
+
+
+def test_a_host_hit_of_one_token_is_loaded_back_and_joins_the_requests_prefix():
+    """Page size 1, threshold 1: [1,2]/[3] with [3] on the host only; a start of [1,2,3,4] loads [3] back (one
+    token), so the request reuses three tokens and locks [3]."""
+    cache = make_cache("write_through", load_back_threshold=1)
+    drv = Driver(cache)
+    drv.finish(drv.start([1, 2]))
+    drv.finish(drv.start([1, 2, 3]))
+    cache.controller.complete_writes(64)
+    cache.check_hicache_events()
+    assert cache.evict(num_tokens=1) == (1, 1)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0",
+                                       "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+    rid = drv.start([1, 2, 3, 4])
+    mid = node_at(cache, [1, 2], [3])
+    assert request(drv, rid) == dict(rid="r2", tokens=[1, 2, 3, 4], kv=[0, 1, 3, 4], mamba=3, track=None,
+                                     protected=3, last=mid.id, tracked=None)
+    assert snapshot(cache)["tree"] == ["1 1,2 v=1 h=1 m=1 mh=1 fl=2 ml=0 hr=0 hmr=0",
+                                       "2 3 v=1 h=1 m=1 mh=1 fl=2 ml=2 hr=0 hmr=0"]
+
+
+@pytest.mark.parametrize("version", ["followup_fix", "main_2026_06"])
+def test_a_mamba_state_only_on_the_host_above_the_device_match_is_restored_and_the_match_stays_locked(version):
+    """[1,2] has device KV and its Mamba state only on the host; [1,2]/[3,4] is on device. A start of 1..5 is a
+    host hit of the Mamba state alone (main_2026_06 counts it apart, as #27391 does): [1,2]'s state is restored
+    (no KV is loaded), and the request still locks its device match [3,4]."""
+    cache = make_cache("write_through", version)
+    drv = Driver(cache)
+    drv.inject([{"key": [1, 2], "device": True, "host": True, "mamba_host": True},
+                {"key": [3, 4], "parent": 0, "device": True, "mamba": True}])
+    res = cache.match_prefix([1, 2, 3, 4, 5])
+    assert (res.host_hit_length, res.mamba_host_hit_length) == ((0, 1) if version == "main_2026_06" else (1, 0))
+    rid = drv.start([1, 2, 3, 4, 5])
+    assert request(drv, rid) == dict(rid="r0", tokens=[1, 2, 3, 4, 5], kv=[0, 1, 2, 3, 4], mamba=2, track=None,
+                                     protected=4, last=node_at(cache, [1, 2], [3, 4]).id, tracked=None)
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=1 h=1 m=1 mh=1 fl=2 ml=1 hr=0 hmr=0", "2 3,4 v=1 h=0 m=1 mh=0 fl=1 ml=1 hr=0 hmr=0"],
+        sizes=dict(full_evictable=0, full_protected=4, mamba_evictable=0, mamba_protected=2),
+        full_lru=["1,2/3,4", "1,2"], mamba_lru=["1,2", "1,2/3,4"], host_mamba_lru=["1,2"], device_leaves=[],
+        host_leaves=[])
+    assert free_lists(cache)["device_mamba"] == [3, 4, 5, 6, 7]

@@ -163,3 +163,31 @@ def test_the_tree_texts_mark_a_value_of_the_wrong_length_and_name_an_empty_tree(
     node.host_value = None
     assert node_line(2, node) == "2 3,4 v=1 h=0 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"
     assert tree_slot_lines(cache)[-1] == "1 3,4 v=9,9 h=- m=0 mh=0"
+
+
+def test_the_preorder_walk_and_the_slot_references_take_the_nodes_the_caller_already_has():
+    """``dfs(cache, attached)`` walks only the ids it is given (a snapshot passes the set it computed), and
+    ``referenced_slots(..., attached_nodes)`` counts only the nodes it is given (the one-pass check passes its own)."""
+    cache, drv = busy()
+    top, mid, other = node_at(cache, [1, 2]), node_at(cache, [3, 4]), node_at(cache, [5, 6])
+    assert [(d, n.id) for d, n in dfs(cache)] == [(1, top.id), (1, mid.id), (1, other.id)]
+    assert [(d, n.id) for d, n in dfs(cache, {id(cache.root_node), id(mid)})] == [(1, mid.id)]
+    assert dfs(cache, set()) == []
+    live = list(drv.live.values())
+    assert referenced_slots(cache, live, [mid]) == dict(device_kv=[2, 3, 8], device_mamba=[1, 4], host_kv=[2, 3, 6, 7],
+                                                        host_mamba=[1, 3])
+    assert referenced_slots(cache, (), []) == dict(device_kv=[], device_mamba=[], host_kv=[6, 7], host_mamba=[3])
+
+
+def test_two_nodes_that_are_each_others_parent_and_child_are_not_attached():
+    """A cycle whose links agree both ways never reaches the root: ``is_attached`` must stop, not walk it forever."""
+    cache = make_cache("write_through")
+    drv = Driver(cache)
+    drv.finish(drv.start([1, 2]))
+    drv.finish(drv.start([1, 2, 3]))
+    top, leaf = node_at(cache, [1, 2]), node_at(cache, [1, 2], [3])
+    del cache.root_node.children[cache.child_key(top.key)]
+    top.parent = leaf
+    leaf.children[cache.child_key(top.key)] = top
+    assert (is_attached(cache, leaf), is_attached(cache, top)) == (False, False)
+    assert attached_ids(cache) == {id(cache.root_node)} and tree_lines(cache) == []

@@ -1,0 +1,440 @@
+"""Exact outcomes of ``invariants.py``: its three ways to the same answer agree on every operation boundary, and each
+named check words each of its failures exactly. Written for the mutation run (``benchmarks/mutation.py``).
+
+``check_all`` (the named checks, the specification), ``failing`` (one pass over the tree) and ``BoundaryCheck``
+(kept up to date from what each operation touched) must give the same set of failing invariants. The boundaries
+compared are the gallery under every preset, a third of the frozen random operation files (injected trees, storage,
+write-back, page size 2), and a workload whose state is broken by hand after some operations and repaired after
+the next one (KV and Mamba contents, a slot owned twice, a Mamba value of two slots, counters, locks, host
+references, leaf sets, LRU lists, a leaked slot), so the incremental check must follow a violation in and out.
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from helpers import make_cache
+from test_invariants import good, nodes, problems
+from trace_cases import cases
+
+from simcache import invariants
+from simcache.invariants import INVARIANTS, BoundaryCheck, check_all, failing
+from simcache.ops_run import check_doc, execute
+from simcache.simulate import simulate
+from simcache.trace import Recorder
+from simcache.versions import preset as flags_of
+
+
+def named(cache, live) -> set[str]:
+    return {name for name, problem in check_all(cache, live).items() if problem is not None}
+
+
+def owned_twice(cache) -> bool:
+    """Whether an attached node's slot is also another's (or its own twice), counting the slots whose contents the
+    kv check knows: KV of its key's length, every Mamba slot."""
+    owners: Counter = Counter()
+    for _, n in invariants.dfs(cache):
+        for pool, v, whole in (("d", n.value, True), ("h", n.host_value, True), ("dm", n.mamba_value, False),
+                               ("hm", n.mamba_host_value, False)):
+            if v is not None and (not whole or len(v) == len(n.key)):
+                owners.update((pool, i) for i in v)
+    return any(c > 1 for c in owners.values())
+
+
+class Agreement:
+    """``BoundaryCheck.failing`` replaced by a version that checks it against ``failing`` and ``check_all``, and
+    that it answers on its own (without ``failing``) exactly when no slot is owned twice."""
+
+    def __init__(self, monkeypatch):
+        self.seen: Counter = Counter()
+        self.checked = self.fallbacks = 0
+        real = BoundaryCheck.failing
+        memo: dict = {}
+
+        def counted(*args):
+            self.fallbacks += 1
+            return failing(*args)
+
+        def both(bc, live=()):
+            shared, before = owned_twice(bc.cache), self.fallbacks
+            got = real(bc, live)
+            assert (self.fallbacks > before) == shared, f"boundary {self.checked}: fell back {not shared}"
+            want = named(bc.cache, live)
+            assert got == want, f"boundary {self.checked}: BoundaryCheck {sorted(got)}, check_all {sorted(want)}"
+            assert failing(bc.cache, live) == want, f"boundary {self.checked}: failing"
+            assert failing(bc.cache, live, memo) == want, f"boundary {self.checked}: failing with a memo"
+            self.seen.update(got)
+            self.checked += 1
+            return got
+
+        monkeypatch.setattr(BoundaryCheck, "failing", both)
+        monkeypatch.setattr(invariants, "failing", counted)
+
+
+def test_the_three_checks_agree_on_every_boundary_of_the_gallery_under_every_preset(monkeypatch):
+    agree = Agreement(monkeypatch)
+    for _, scenario, preset, schedule in [c for c in cases() if c[0].endswith("/0")]:
+        simulate(scenario, preset, schedule=schedule, snapshots=False)
+    assert agree.checked > 200
+    assert set(agree.seen) == {"attachment", "tier_monotonicity", "backup_continuity", "leaf_sets", "lru_membership",
+                               "size_counters", "no_double_free", "no_leak"}
+
+
+def test_the_three_checks_agree_on_every_boundary_of_random_operation_files(monkeypatch):
+    agree = Agreement(monkeypatch)
+    picked = [c for c in cases() if c[0].startswith("random/") and int(c[0].split("/")[1]) % 3 == 0]
+    for _, scenario, preset, schedule in picked:
+        simulate(scenario, preset, schedule=schedule, snapshots=False)
+    assert agree.checked > 800
+    assert set(agree.seen) == {"attachment", "tier_monotonicity", "backup_continuity", "leaf_sets", "no_leak"}
+
+
+# --- a workload broken by hand after some operations and repaired after the next -------------------------------
+
+def _device_node(cache, mamba=False, unlocked=False):
+    for _, n in invariants.dfs(cache):
+        if n.value is not None and (not mamba or n.mamba_value is not None) and \
+                (not unlocked or (n.mamba_lock_ref if mamba else n.full_lock_ref) == 0):
+            return n
+    return None
+
+
+def overwrite(pool_name, field):
+    def corrupt(cache):
+        n = next((n for _, n in invariants.dfs(cache) if getattr(n, field)), None)
+        if n is None:
+            return None
+        pool, slots = getattr(cache.pools, pool_name), list(getattr(n, field))[:1]
+        old = pool.read(slots)
+        pool.write(slots, [old[0] + 1])
+        return lambda: pool.write(slots, old)
+    return corrupt
+
+
+def share_a_slot(cache):
+    n = next((n for _, n in invariants.dfs(cache) if n.value is not None and len(n.value) > 1), None)
+    if n is None:
+        return None
+    old = n.value
+    n.value = old[:1] * 2 + old[2:]
+
+    def undo():
+        n.value = old
+    return undo
+
+
+def one_takes_the_others_slot(taker):
+    """One of the first two device nodes gets the other's first slot: when it is repaired, the other still owns the
+    slot and must be checked against its own prefix again (whichever of the two was counted last)."""
+    def corrupt(cache):
+        on_device = [n for _, n in invariants.dfs(cache) if n.value is not None]
+        if len(on_device) < 2:
+            return None
+        giver, took = on_device[1 - taker], on_device[taker]
+        old = took.value
+        took.value = giver.value[:1] + old[1:]
+
+        def undo():
+            took.value = old
+        return undo
+    return corrupt
+
+
+def two_mamba_slots(cache):
+    n = _device_node(cache, mamba=True)
+    if n is None:
+        return None
+    old = n.mamba_value
+    n.mamba_value = old * 2
+
+    def undo():
+        n.mamba_value = old
+    return undo
+
+
+def bump(field, on):
+    def corrupt(cache):
+        n = on(cache)
+        if n is None:
+            return None
+        setattr(n, field, getattr(n, field) + 1)
+        return lambda: setattr(n, field, getattr(n, field) - 1)
+    return corrupt
+
+
+def counter(field):
+    def corrupt(cache):
+        setattr(cache, field, getattr(cache, field) + 1)
+        return lambda: setattr(cache, field, getattr(cache, field) - 1)
+    return corrupt
+
+
+def inner_node_in_the_device_leaves(cache):
+    n = next((n for _, n in invariants.dfs(cache) if n.value is not None and
+              any(c.value is not None for c in n.children.values())), None)
+    if n is None or n in cache.evictable_full_device_leaves:
+        return None
+    cache.evictable_full_device_leaves.add(n)
+    return lambda: cache.evictable_full_device_leaves.discard(n)
+
+
+def device_node_in_the_host_leaves(cache):
+    n = _device_node(cache)
+    if n is None:
+        return None
+    cache.evictable_full_host_leaves.add(n)
+    return lambda: cache.evictable_full_host_leaves.discard(n)
+
+
+def out_of_the_full_lru(cache):
+    n = _device_node(cache)
+    if n is None:
+        return None
+    cache.full_lru_list.remove_node(n)
+    return lambda: cache.full_lru_list.insert_mru(n)
+
+
+def _leaf_under_a_node(cache):
+    return next((n for _, n in invariants.dfs(cache) if not n.children and n.parent is not cache.root_node), None)
+
+
+def detach_a_leaf(cache):
+    """Taken out of its parent's children the way the cache does it (the recorder hears of it), still held."""
+    n = _leaf_under_a_node(cache)
+    if n is None:
+        return None
+    parent = n.parent
+    cache._detach(parent, n)
+    return lambda: cache._attach(parent, n)
+
+
+def point_a_leaf_elsewhere(cache):
+    """Its parent pointer moved to the root while its parent still lists it: the links no longer agree."""
+    n = _leaf_under_a_node(cache)
+    if n is None:
+        return None
+    parent = n.parent
+    n.parent = cache.root_node
+
+    def undo():
+        n.parent = parent
+    return undo
+
+
+def empty_a_leafs_key(cache):
+    n = _leaf_under_a_node(cache)
+    if n is None:
+        return None
+    key = n.key
+    n.key = ()
+
+    def undo():
+        n.key = key
+    return undo
+
+
+def drop_a_host_mamba_state_still_listed(cache):
+    n = next((n for n in cache.mamba_host_lru_list.mru_to_lru() if n.mamba_host_value is not None), None)
+    if n is None:
+        return None
+    old = n.mamba_host_value
+    n.mamba_host_value = None
+
+    def undo():
+        n.mamba_host_value = old
+    return undo
+
+
+def leak(cache):
+    got = cache.pools.device_kv.alloc(1)
+    if got is None:
+        return None
+    return lambda: cache.pools.device_kv.free(got)
+
+
+def host_leaf(cache):
+    return next(iter(cache.evictable_full_host_leaves), None)
+
+
+def workload(policy: str, n: int = 90) -> dict:
+    """Requests over shared prefixes, with acks, device and host evictions, a live request or two."""
+    rng = random.Random(f"invariants:{policy}")
+    prefixes = [[1, 2, 3], [1, 2, 4, 5], [6, 7], [1, 8]]
+    ops = []
+    for _ in range(n):
+        r = rng.random()
+        tokens = list(rng.choice(prefixes)) + [rng.randint(1, 9) for _ in range(rng.randint(1, 3))]
+        if r < 0.4:
+            ops.append({"op": "request", "tokens": tokens})
+        elif r < 0.5:
+            ops.append({"op": "start", "tokens": tokens})
+        elif r < 0.58:
+            ops.append({"op": "finish_oldest"})
+        elif r < 0.72:
+            ops.append({"op": "evict", "n": rng.randint(1, 6)})
+        elif r < 0.8:
+            ops.append({"op": "evict_host", "n": rng.randint(1, 4)})
+        else:
+            ops.append({"op": "events"})
+    config = dict(policy=policy, page_size=1, device_kv=48, device_mamba=10, host_kv=64, host_mamba=24)
+    return {"config": config, "ops": ops}
+
+
+SHARED = (one_takes_the_others_slot(1), one_takes_the_others_slot(0))  # both ways, one after the other
+BREAKS = [
+    (overwrite("device_kv", "value"), {"kv_content"}),
+    (overwrite("host_kv", "host_value"), {"kv_content"}),
+    (overwrite("device_mamba", "mamba_value"), {"kv_content"}),
+    (overwrite("host_mamba", "mamba_host_value"), {"kv_content"}),
+    (share_a_slot, None),  # kv_content and no_leak, depending on the slots' contents
+    (SHARED, None),
+    (two_mamba_slots, None),
+    (bump("full_lock_ref", lambda c: _device_node(c, unlocked=True)), None),  # counters (and a leaf's set)
+    (bump("mamba_lock_ref", lambda c: _device_node(c, mamba=True, unlocked=True)), {"size_counters"}),
+    (bump("host_ref_counter", host_leaf), {"leaf_sets"}),
+    (bump("host_mamba_ref_counter", host_leaf), {"leaf_sets"}),
+    (counter("full_evictable_size_"), {"size_counters"}),
+    (counter("mamba_protected_size_"), {"size_counters"}),
+    (inner_node_in_the_device_leaves, {"leaf_sets"}),
+    (device_node_in_the_host_leaves, {"leaf_sets"}),
+    (out_of_the_full_lru, {"lru_membership"}),
+    (leak, {"no_leak"}),
+    (detach_a_leaf, None),  # attachment and the lists that still hold it
+    (point_a_leaf_elsewhere, None),
+    (empty_a_leafs_key, None),
+    (drop_a_host_mamba_state_still_listed, {"lru_membership", "no_leak"}),
+]
+
+
+@pytest.mark.parametrize("policy, start", [("write_through", 0), ("write_back", 0), ("write_through", 40)])
+def test_the_three_checks_agree_while_a_workload_is_broken_by_hand_and_repaired(monkeypatch, policy, start):
+    """After each operation one thing is broken by hand and the recorder's boundary check asked (it must name what
+    the named checks name), then repaired and asked again (nothing). ``start``: the recorder is attached only there,
+    so the boundary check is first built from a cache already full."""
+    agree = Agreement(monkeypatch)
+    cfg, ops = check_doc(workload(policy))
+    rec = Recorder(snapshots=False)
+    applied = []
+
+    def step(i, cache, drv):
+        if i < start:
+            return
+        live = list(drv.live.values())
+        k = i % len(BREAKS)
+        fn, expect = BREAKS[k]
+        if named(cache, live):
+            return
+        for one in fn if isinstance(fn, tuple) else (fn,):
+            undo = one(cache)
+            if undo is None:
+                return
+            got = rec._bc.failing(live)
+            assert got and (expect is None or got == expect), (k, got)
+            undo()
+            assert rec._bc.failing(live) == set(), k
+        applied.append(k)
+
+    execute(cfg, [(None, op) for op in ops], flags_of("followup_fix"), recorder=rec, on_step=step,
+            window=(start, len(ops)))
+    assert agree.checked == len(ops) - start + 2 * len(applied) + 2 * applied.count(BREAKS.index((SHARED, None)))
+    assert set(applied) == set(range(len(BREAKS))) and rec.violations == []
+    # the boundary check fell back on ``failing`` exactly at the breaks that left a slot owned twice
+    twice = {BREAKS.index((SHARED, None)): 2, BREAKS.index((share_a_slot, None)): 1,
+             BREAKS.index((two_mamba_slots, None)): 1}
+    assert agree.fallbacks == sum(twice.get(k, 0) for k in applied)
+
+
+# --- the named checks' words -----------------------------------------------------------------------------------
+
+def test_the_lru_check_names_extra_nodes_and_missing_and_extra_together():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    cache.full_lru_list.remove_node(a)
+    cache.mamba_lru_list.remove_node(b)
+    assert problems(cache, drv) == {"lru_membership": "full_lru_list misses node(s) [7]"}
+    cache.full_lru_list.insert_mru(a)
+    assert problems(cache, drv) == {"lru_membership": "mamba_lru_list misses node(s) [9]"}
+    cache.mamba_lru_list.insert_mru(b)
+    cache.mamba_lru_list.remove_node(a)
+    b.mamba_value = None
+    assert INVARIANTS["lru_membership"](cache, list(drv.live.values())) == \
+        "mamba_lru_list misses node(s) [7] and holds extra node(s) [9]"
+
+
+def test_the_full_lru_check_names_a_node_it_holds_that_is_off_the_device():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    a.value = None
+    assert INVARIANTS["lru_membership"](cache, list(drv.live.values())) == "full_lru_list holds extra node(s) [7]"
+
+
+def test_the_host_leaf_check_names_each_way_a_host_leaf_can_be_wrong():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    live = list(drv.live.values())
+    msg = "node 7 [3] is in evictable_full_host_leaves but is not an unreferenced host leaf"
+    a.value = None  # a host-only leaf: a good member
+    cache.evictable_full_device_leaves.discard(a)
+    cache.evictable_full_host_leaves.add(a)
+    assert INVARIANTS["leaf_sets"](cache, live) is None
+    for field in ("host_ref_counter", "host_mamba_ref_counter"):
+        setattr(a, field, 1)
+        assert INVARIANTS["leaf_sets"](cache, live) == msg
+        setattr(a, field, 0)
+    host = a.host_value
+    a.host_value = None
+    assert INVARIANTS["leaf_sets"](cache, live) == msg
+    a.host_value = host
+    s.value = None
+    cache.evictable_full_host_leaves.add(s)  # [1,2] has attached children
+    assert INVARIANTS["leaf_sets"](cache, live) == \
+        "node 8 [1,2] is in evictable_full_host_leaves but is not an unreferenced host leaf"
+
+
+def test_the_device_leaf_check_names_a_member_off_the_device():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    a.value = None
+    assert INVARIANTS["leaf_sets"](cache, list(drv.live.values())) == \
+        "node 7 [3] is in evictable_full_device_leaves but is not an unlocked device leaf"
+
+
+def test_the_counter_checks_recount_protected_tokens_and_states():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    live = list(drv.live.values())
+    s.full_lock_ref = 1
+    assert INVARIANTS["size_counters"](cache, live) == "full counters evictable=4 protected=0, recount 2 and 2"
+    s.full_lock_ref = 0
+    b.mamba_lock_ref = 1
+    assert INVARIANTS["size_counters"](cache, live) == "mamba counters evictable=2 protected=0, recount 1 and 1"
+
+
+def test_the_kv_check_names_a_host_mamba_state_and_skips_kv_of_the_wrong_length():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    live = list(drv.live.values())
+    cache.pools.host_mamba.write(a.mamba_host_value, [0])
+    assert INVARIANTS["kv_content"](cache, live) == "node 7 [3]: host Mamba state does not match its prefix"
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    cache.pools.device_kv.write(s.value, [0, 0])
+    s.value = s.value + [9]  # three slots for a two-token key: not compared
+    assert INVARIANTS["kv_content"](cache, list(drv.live.values())) is None
+
+
+def test_a_double_free_inside_a_simulated_function_names_its_stack():
+    cache = make_cache()
+    cache.pools.device_kv.free([0])
+    assert cache.pools.device_kv.double_frees[0].stack == ()
+    assert check_all(cache)["no_double_free"] == "device_kv slot(s) [0] freed twice (in the driver)"
+
+
+def test_the_checks_by_name_run_only_those_named():
+    cache, drv = good()
+    s, a, b = nodes(cache)
+    a.value = None
+    assert check_all(cache, list(drv.live.values()), ["leaf_sets", "no_double_free"]) == dict(
+        leaf_sets="node 7 [3] is in evictable_full_device_leaves but is not an unlocked device leaf",
+        no_double_free=None)
