@@ -72,8 +72,12 @@ MODULES = {
     "simcache/render/moments.py": ["tests/test_moments_exact.py", "tests/test_render.py", "tests/test_mutant_kills.py"],
     "simcache/render/display.py": ["tests/test_display_exact.py"],
     "simcache/render/explain.py": ["tests/test_explain_exact.py", "tests/test_render.py"],
-    "simcache/render/ghosts.py": ["tests/test_ghosts.py", "tests/test_render.py", "tests/test_dot_exact.py"],
-    "simcache/render/codepane.py": ["tests/test_codepane.py"],
+    "simcache/render/ghosts.py": ["tests/test_ghosts_exact.py", "tests/test_ghosts.py", "tests/test_render.py",
+                                  "tests/test_dot_exact.py"],
+    # test_codepane.py's mirror test runs tools/, which the copy leaves out; its other tests read simcache/codepane
+    "simcache/render/codepane.py": ["tests/test_codepane_exact.py",
+                                    "tests/test_codepane.py::test_sglang_locations_per_commit_and_fix_lines",
+                                    "tests/test_codepane.py::test_hover_css_is_scoped_to_its_own_tree_and_player_shows_the_pane"],
 }
 # test_streams loads a benchmark and runs a script
 COPY = ("simcache", "tests", "benchmarks", "scripts", "pyproject.toml", "README.md")
