@@ -28,7 +28,8 @@ OUTER = CodeFrame(function="evict_host", path="simcache/evict_host.py", first_li
                   lines=tuple(_line(i) for i in range(10, 41)), line=30,
                   locals=(("x", (9,)), ("nodes", (8, 99))),
                   fix_lines=((20, "stale_guards"), (21, "stale_guards"), (22, "stale_guards"),
-                             (24, "cascade_respects_host_refs"), (25, "stale_guards"), (30, "stale_guards")))
+                             (24, "cascade_respects_host_refs"), (25, "stale_guards"), (26, "stale_guards"),
+                             (30, "stale_guards")))
 INNER = CodeFrame(function="_cleanup_stale_node", path="simcache/evict_host.py", first_line=100,
                   lines=("def _cleanup_stale_node(self, node):", "    a = 1", "    return a"), line=101,
                   locals=(), fix_lines=())
@@ -58,7 +59,8 @@ OUTER_ROWS = "".join([
     f'<span class="sc-ln sc-fix" data-line="24"><i>24</i>{_esc(24)}</span>',
     _head("stale_guards", True),  # another flag just above: a new head
     f'<span class="sc-ln sc-fix sc-on" data-line="25"><i>25</i>{_esc(25)}</span>',
-    *[_plain(i) for i in range(26, 30)],
+    f'<span class="sc-ln sc-fix sc-on" data-line="26"><i>26</i>{_esc(26)}</span>',  # same flag as the line above
+    *[_plain(i) for i in range(27, 30)],
     _head("stale_guards", True),
     f'<span class="sc-ln sc-cur sc-fix sc-on" data-line="30"><i>▶30</i>{_esc(30)}</span>',
     *[_plain(i) for i in range(31, 40)],
