@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import json
 import os
 import re
@@ -219,9 +220,10 @@ def survivor_diffs(work: Path, names: list[str]) -> dict[str, str]:
 
 
 def run_module(module: str, tests: list[str], max_children: int, timeout_s: int, verify: bool = True,
-               keep: Path | None = None, rerun: bool = False) -> dict:
+               keep: Path | None = None, rerun: bool = False, only: list[str] | None = None) -> dict:
     """Mutate ``module``; with ``keep`` the copy stays there, and ``rerun`` tests only its survivors (and the
-    mutants a timeout left unchecked, or no selected test ran) again, against the project's current tests."""
+    mutants a timeout left unchecked, or no selected test ran) again, against the project's current tests.
+    ``only`` (fnmatch patterns of mutant names) tests just those mutants; the others stay "not checked"."""
     with tempfile.TemporaryDirectory(prefix="simcache-mutation-") as tmp:
         work = keep or Path(tmp)
         names: list[str] = []
@@ -229,7 +231,8 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         before: dict[str, str] = {}
         if rerun:
             before = json.loads(saved.read_text()) if saved.exists() else statuses(work)
-            names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked"))
+            names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked")
+                           and (not only or any(fnmatch.fnmatch(k, p) for p in only)))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
             for conf in (work / "pyproject.toml", work / "mutants" / "pyproject.toml"):  # the selection as it is now
@@ -244,6 +247,7 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
             failed = prepare(work, module, tests, verify)
             if failed is not None:
                 return failed
+            names = list(only or [])  # mutmut matches these patterns itself
         mutmut = [sys.executable, "-m", "mutmut"]
         t0 = time.monotonic()
         proc = subprocess.Popen(["nice", "-n", "10", *mutmut, "run", "--max-children", str(max_children), *names],
@@ -284,6 +288,9 @@ def main(argv=None) -> int:
                     help="keep each module's copy in build/mutation/<module> (for --rerun-survivors)")
     ap.add_argument("--rerun-survivors", action="store_true",
                     help="test only the survivors of a kept copy again, against the current tests")
+    ap.add_argument("--only", action="append", default=[], metavar="GLOB",
+                    help="test only the mutants whose names match GLOB (fnmatch; repeatable), e.g. "
+                         "'*ǁwrite__mutmut_*'; the others are reported as not checked")
     ap.add_argument("--no-verify", action="store_true",
                     help="skip the targeted tests' run on the transformed copy before mutating")
     args = ap.parse_args(argv)
@@ -299,7 +306,7 @@ def main(argv=None) -> int:
             print(f"no kept copy of {module} in {keep}; run it with --keep first", file=sys.stderr)
             return 2
         r = run_module(module, MODULES[module], args.max_children, args.timeout, verify=not args.no_verify,
-                       keep=keep, rerun=args.rerun_survivors)
+                       keep=keep, rerun=args.rerun_survivors, only=args.only)
         out.append(r)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1))
