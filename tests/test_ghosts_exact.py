@@ -187,5 +187,12 @@ def test_highlight_whole_at_a_cleanup_a_new_operation_and_the_assertion():
     assert highlight_at(g, 9)["assertion"] == []
     assert highlight_at(g, 10) == {"went_stale": [], "cleaned": [], "assertion": [12], "ghosts": EXPECTED[10],
                                    "violations": violation_nodes(g, 10)}
-    bare = Trace([st(0, "assertion")], [], [], went_stale=[(0, 3), (0, 2)], crashed="AssertionError")
-    assert highlight_at(bare, 0) == {"went_stale": [2, 3], "cleaned": [], "assertion": []}
+    bare = Trace([st(0, "assertion")], [], [], went_stale=[(0, 3), (0, 2)], cleaned_up=[(0, 3)],
+                 crashed="AssertionError")  # no operations on record, no snapshots, no node before the assertion
+    assert highlight_at(bare, 0) == {"went_stale": [2, 3], "cleaned": [3], "assertion": []}
+
+
+def test_an_operations_end_is_its_last_step_even_at_step_0_else_the_traces_last():
+    t = Trace([st(0, "x"), st(1, "x"), st(2, "x")], [],
+              [NS(index=0, first_step=0, last_step=0), NS(index=1, first_step=1, last_step=-1)])
+    assert [gh.ops_end(t, op) for op in (0, 1, 5)] == [0, 2, 2]
