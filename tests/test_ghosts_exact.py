@@ -142,16 +142,35 @@ def test_holders_merge_by_function_name_the_snapshots_names_first():
     assert holders_of(g, 4, 6) == LEAF and holders_of(g, 0, 5) == ()
 
 
-def test_at_most_eight_unheld_ghosts_the_most_recent_plus_the_touched_node_and_every_cleaned_up_one():
-    steps = [st(0, "begin")] + [st(i, "detach", node=100 + i, popped=100 + i) for i in range(1, 11)]
-    steps.append(st(11, "touch", node=101))
-    nodes = {1: nv(1, (), None, True), **{n: nv(n, (n,), 1) for n in range(101, 112)}}
-    snaps = [NS(root=1, nodes=nodes, holders={}, stale=()) for _ in steps]
-    t = Trace(steps, snaps, [NS(index=0, first_step=0, last_step=11)], went_stale=[(0, 111)], cleaned_up=[(0, 111)])
-    assert ghosts_at(t, 11) == {
-        101: Ghost(101, "deleted", 1, (), "deleted at step 1"),  # the node this step touches
-        **{n: Ghost(n, "deleted", n - 100, (), f"deleted at step {n - 100}") for n in range(103, 111)},
-        111: Ghost(111, "cleaned-up", 0, (), "CLEANED UP")}
+def test_at_most_eight_unheld_ghosts_the_most_recent_plus_the_touched_node_the_assertions_and_every_held_one():
+    # one operation: steps 1-11 delete #101-#111 (a leaf set still holds #102), #120 went stale and was cleaned up
+    # at step 0; step 12 touches #104, step 13 #101, and the cache raises at step 14 (so on #101)
+    steps = [st(0, "begin")] + [st(i, "detach", node=100 + i, popped=100 + i) for i in range(1, 12)]
+    steps += [st(12, "touch", node=104), st(13, "touch", node=101), st(14, "assertion")]
+    nodes = {1: nv(1, (), None, True), 120: nv(120, (120,), 1), **{n: nv(n, (n,), 1) for n in range(101, 112)}}
+    snaps = [NS(root=1, nodes=nodes, holders={102: LEAF}, stale=()) for _ in steps]
+    t = Trace(steps, snaps, [NS(index=0, first_step=0, last_step=14)], went_stale=[(0, 120)], cleaned_up=[(0, 120)],
+              crashed="AssertionError")
+
+    def deleted(*ids):
+        return {n: Ghost(n, "deleted", n - 100, LEAF if n == 102 else (), f"deleted at step {n - 100}") for n in ids}
+
+    cleaned = {120: Ghost(120, "cleaned-up", 0, (), "CLEANED UP")}
+    assert ghosts_at(t, 12) == {**deleted(*range(102, 112)), **cleaned}  # #101, the oldest unheld, goes
+    assert ghosts_at(t, 14) == {**deleted(101, 102, *range(104, 112)), **cleaned}  # the assertion's #101 stays
+
+
+def test_a_node_deleted_twice_in_one_operation_counts_from_the_later_deletion_and_a_stale_one_stays_stale():
+    nodes = {1: nv(1, (), None, True), 4: nv(4, (2,), 1), 6: nv(6, (3,), 1)}
+    t = Trace([st(0, "detach", node=4, popped=4), st(1, "pop", node=6), st(2, "detach", node=6, popped=6),
+               st(3, "detach", node=4, popped=4)], [NS(root=1, nodes=nodes, holders={}, stale=())] * 4, [],
+              went_stale=[(1, 6)])  # no operations on record: all of it is one stretch from step 0
+    unheld6 = Ghost(6, "unheld", 1, (), "stale since step 1; held by nothing now")
+    assert [ghosts_at(t, s) for s in range(4)] == [
+        {4: Ghost(4, "deleted", 0, (), "deleted at step 0")},
+        {4: Ghost(4, "deleted", 0, (), "deleted at step 0"), 6: Ghost(6, "went-stale", 1, (), "WENT STALE")},
+        {4: Ghost(4, "deleted", 0, (), "deleted at step 0"), 6: unheld6},
+        {4: Ghost(4, "deleted", 3, (), "deleted at step 3"), 6: unheld6}]
 
 
 def test_without_operations_on_record_and_an_assertion_right_after_the_first_step():
