@@ -396,3 +396,25 @@ def test_a_loaded_tour_and_a_tour_name_give_the_same_page():
     run = simulate("crash_pr", "pre_fix")
     with patched(DOT_LIMIT=0):
         assert export.render_page(run, tour=load_tour("crash_pr")) == export.render_page(run, tour="crash_pr")
+
+
+def test_a_tour_stop_at_the_first_step_of_a_long_run_adds_only_that_frame():
+    from dataclasses import replace
+
+    run = simulate("crash_pr", "pre_fix")
+    tour = load_tour("crash_pr")
+    first = replace(tour, stops=(replace(tour.stops[-1], at={"kind": "op"}),))  # the run's step 0: nothing before it
+    with patched(MICRO_LIMIT=5):
+        data = export.page_data(run, tour=first)
+        plain = export.frame_steps(run.trace)
+    assert 0 not in plain and 1 not in plain
+    assert [f["step"] for f in data["runs"][0]["frames"]] == [0, *plain]
+    assert [(s["step"], s["frame"], s["before"]) for s in data["tour"]] == [(0, 0, 0)]
+
+
+def test_a_tour_is_checked_against_the_run_being_exported_not_the_run_it_was_written_for():
+    from simcache.tour import TourError
+
+    with pytest.raises(TourError, match=r"^tour crash_pr is for crash_pr under pre_fix, not crash_pr under "
+                                        r"described_fix; take it on a run of crash_pr under pre_fix$"):
+        export.page_data(simulate("crash_pr", "described_fix"), tour=load_tour("crash_pr"))
