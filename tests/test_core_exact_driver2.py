@@ -5,6 +5,7 @@ mistake (issue 19: the mutation run of ``driver.py`` found its messages unread).
   op, never as a simulated crash.
 - An exception raised by simcache's own observer code while an operation runs is a simcache bug: an
   ``InternalError`` naming the operation's number and kind, never a simulated crash.
+- ``apply`` names an unknown op itself (through ``step``, ``raised`` would word a failure of that message the same).
 """
 from __future__ import annotations
 
@@ -39,3 +40,11 @@ def test_an_observers_exception_during_an_operation_names_the_operation_and_is_n
                                             r"integer division or modulo by zero \(in state\.py:\d+\)$"):
         d.step({"op": "start", "tokens": [1, 2]}, 7)
     assert d.cache.crashed is None
+
+
+def test_apply_names_an_unknown_op_itself_before_any_step_wraps_it():
+    d = _driver()
+    with pytest.raises(ScenarioError, match=r"^op 5: unknown op 'fly'$"):
+        d.apply({"op": "fly"}, 5)
+    with pytest.raises(ScenarioError, match=r"^op 6: unknown op 'fly'$"):
+        d.step({"op": "fly"}, 6)
