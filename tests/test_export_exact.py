@@ -418,3 +418,24 @@ def test_a_tour_is_checked_against_the_run_being_exported_not_the_run_it_was_wri
     with pytest.raises(TourError, match=r"^tour crash_pr is for crash_pr under pre_fix, not crash_pr under "
                                         r"described_fix; take it on a run of crash_pr under pre_fix$"):
         export.page_data(simulate("crash_pr", "described_fix"), tour=load_tour("crash_pr"))
+
+
+def test_a_long_runs_data_block_is_gzip_at_level_6():
+    """The page's bytes are a choice too: level 6 (zlib's default trade-off), not gzip's 9 nor anything else."""
+    data = dot_page()
+    text = json.dumps(data, separators=(",", ":")).encode()
+    levels = {n: gzip.compress(text, compresslevel=n, mtime=0) for n in (6, 7, 9)}
+    assert len(set(levels.values())) == 3  # this page tells the levels apart
+    head = '<script type="application/json" id="simcache-data" data-encoding="gzip-base64">'
+    assert export._data_block(data) == f'{head}{base64.b64encode(levels[6]).decode()}</script>'
+
+
+def test_the_timeline_lane_is_drawn_at_the_width_the_frames_positions_use():
+    run = simulate("crash_pr", "pre_fix")
+    with patched(TIMELINE_WIDTH=480, MICRO_LIMIT=5):
+        html = export.render_page(run)
+        frames = export.page_data(run)["runs"][0]["frames"]
+    lane = timeline_svg(run.trace, 0, width=480, title="pre_fix: assertion")
+    assert lane != timeline_svg(run.trace, 0, width=960, title="pre_fix: assertion")
+    assert f'<div class="timeline">{lane}</div>' in html
+    assert [f["x"] for f in frames] == [step_x(run.trace, f["step"], 480) for f in frames]
