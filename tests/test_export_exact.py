@@ -439,3 +439,25 @@ def test_the_timeline_lane_is_drawn_at_the_width_the_frames_positions_use():
     assert lane != timeline_svg(run.trace, 0, width=960, title="pre_fix: assertion")
     assert f'<div class="timeline">{lane}</div>' in html
     assert [f["x"] for f in frames] == [step_x(run.trace, f["step"], 480) for f in frames]
+
+
+def test_each_batch_rebuilds_its_snapshots_and_code_frames_once_before_its_frames(monkeypatch):
+    """The page is built a stretch (``BATCH`` frames) at a time: each stretch's snapshots and code-pane frames are
+    rebuilt in one replay each, before its frames are drawn (the memory bound and the speed of a long export)."""
+    run = simulate("crash_pr", "pre_fix")
+    calls = []
+    snaps, real_code = run.trace.snapshots, export.code_frames
+    real_prefetch = snaps.prefetch
+    monkeypatch.setattr(snaps, "prefetch", lambda steps: (calls.append(("snapshots", list(steps))),
+                                                          real_prefetch(steps))[1], raising=False)
+    monkeypatch.setattr(export, "code_frames", lambda trace, steps: (
+        calls.append(("code", trace is run.trace, list(steps))), real_code(trace, steps))[1])
+    real_frame = export.frame
+    monkeypatch.setattr(export, "frame", lambda r, s, legend: (calls.append(("frame", s, legend)),
+                                                               real_frame(r, s, legend=legend))[1])
+    with patched(BATCH=100, DOT_LIMIT=0):
+        export.page_data(run)
+    n = len(run.trace.steps)
+    chunks = [list(range(lo, min(lo + 100, n))) for lo in range(0, n, 100)]
+    assert n > 200 and calls == [c for chunk in chunks for c in (
+        ("snapshots", chunk), *[("frame", s, False) for s in chunk], ("code", True, chunk))]
