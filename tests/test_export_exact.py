@@ -461,3 +461,18 @@ def test_each_batch_rebuilds_its_snapshots_and_code_frames_once_before_its_frame
     chunks = [list(range(lo, min(lo + 100, n))) for lo in range(0, n, 100)]
     assert n > 200 and calls == [c for chunk in chunks for c in (
         ("snapshots", chunk), *[("frame", s, False) for s in chunk], ("code", True, chunk))]
+
+
+def test_a_long_compare_keeps_the_lockstep_positions_where_either_run_has_a_frame():
+    a, b = simulate("scenario_d", "pre_fix"), simulate("scenario_d", "described_fix")
+    with patched(MICRO_LIMIT=5, DOT_LIMIT=0):  # only operation ends and moments are frames of each run
+        data = export.page_data(a, compare=b)
+        fa, fb = set(export.frame_steps(a.trace)), set(export.frame_steps(b.trace))
+    positions, ops = compare_positions([a.trace, b.trace])
+    want = [(p, k) for p, k in zip(positions, ops, strict=True) if p[0] in fa or p[1] in fb]
+    got = list(zip([f["step"] for f in data["runs"][0]["frames"]], [f["step"] for f in data["runs"][1]["frames"]],
+                   strict=True))
+    assert got == [p for p, _ in want] and len(got) < len(positions)
+    assert [f["op"] for f in data["runs"][0]["frames"]] == [f["op"] for f in data["runs"][1]["frames"]] == [
+        k for _, k in want]
+    assert any(p[0] not in fa for p in got) and any(p[1] not in fb for p in got)  # each run brings its own frames
