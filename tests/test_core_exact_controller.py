@@ -93,6 +93,26 @@ def test_a_load_short_of_device_mamba_evicts_once_and_gives_back_its_kv_and_slot
     assert cc.ack_load_queue == []
 
 
+def test_a_load_rolls_back_the_device_slots_it_took_never_the_host_slots_they_copy_from():
+    """The first state's host slot (5) differs from the device slot it was given (0): the roll-back frees 0."""
+    cc, pools, calls = controller(device_mamba=1)
+    first, second = MambaTransfer([5], None), MambaTransfer([1], None)
+    assert cc.load([0], 8, [first, second]) is None
+    assert (first.host_indices, first.device_indices, second.device_indices) == ([5], None, None)
+    assert free(pools)["device_mamba"] == [0] and free(pools)["host_mamba"] == [0, 1]
+    assert calls == [("evict_mamba", 1)]
+
+
+def test_a_transfer_that_already_has_its_slot_is_skipped_and_the_next_one_still_gets_its_own():
+    cc, pools, calls = controller()
+    kept, needs = MambaTransfer([1], [1]), MambaTransfer([0], None)
+    assert cc.load([], 7, [kept, needs]) == []
+    assert (kept.device_indices, needs.device_indices) == ([1], [0])
+    assert free(pools)["device_mamba"] == [1] and calls == []
+    up = MambaTransfer(None, [0])
+    assert cc.write([0], 9, [MambaTransfer([1], [1]), up]) == [0] and up.host_indices == [0]
+
+
 def test_a_load_short_of_device_kv_allocates_nothing():
     cc, pools, calls = controller(device_kv=2)
     tr = MambaTransfer([0], None)

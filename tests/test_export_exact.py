@@ -396,3 +396,83 @@ def test_a_loaded_tour_and_a_tour_name_give_the_same_page():
     run = simulate("crash_pr", "pre_fix")
     with patched(DOT_LIMIT=0):
         assert export.render_page(run, tour=load_tour("crash_pr")) == export.render_page(run, tour="crash_pr")
+
+
+def test_a_tour_stop_at_the_first_step_of_a_long_run_adds_only_that_frame():
+    from dataclasses import replace
+
+    run = simulate("crash_pr", "pre_fix")
+    tour = load_tour("crash_pr")
+    first = replace(tour, stops=(replace(tour.stops[-1], at={"kind": "op"}),))  # the run's step 0: nothing before it
+    with patched(MICRO_LIMIT=5):
+        data = export.page_data(run, tour=first)
+        plain = export.frame_steps(run.trace)
+    assert 0 not in plain and 1 not in plain
+    assert [f["step"] for f in data["runs"][0]["frames"]] == [0, *plain]
+    assert [(s["step"], s["frame"], s["before"]) for s in data["tour"]] == [(0, 0, 0)]
+
+
+def test_a_tour_is_checked_against_the_run_being_exported_not_the_run_it_was_written_for():
+    from simcache.tour import TourError
+
+    with pytest.raises(TourError, match=r"^tour crash_pr is for crash_pr under pre_fix, not crash_pr under "
+                                        r"described_fix; take it on a run of crash_pr under pre_fix$"):
+        export.page_data(simulate("crash_pr", "described_fix"), tour=load_tour("crash_pr"))
+
+
+def test_a_long_runs_data_block_is_gzip_at_level_6():
+    """The page's bytes are a choice too: level 6 (zlib's default trade-off), not gzip's 9 nor anything else."""
+    data = dot_page()
+    text = json.dumps(data, separators=(",", ":")).encode()
+    levels = {n: gzip.compress(text, compresslevel=n, mtime=0) for n in (6, 7, 9)}
+    assert len(set(levels.values())) == 3  # this page tells the levels apart
+    head = '<script type="application/json" id="simcache-data" data-encoding="gzip-base64">'
+    assert export._data_block(data) == f'{head}{base64.b64encode(levels[6]).decode()}</script>'
+
+
+def test_the_timeline_lane_is_drawn_at_the_width_the_frames_positions_use():
+    run = simulate("crash_pr", "pre_fix")
+    with patched(TIMELINE_WIDTH=480, MICRO_LIMIT=5):
+        html = export.render_page(run)
+        frames = export.page_data(run)["runs"][0]["frames"]
+    lane = timeline_svg(run.trace, 0, width=480, title="pre_fix: assertion")
+    assert lane != timeline_svg(run.trace, 0, width=960, title="pre_fix: assertion")
+    assert f'<div class="timeline">{lane}</div>' in html
+    assert [f["x"] for f in frames] == [step_x(run.trace, f["step"], 480) for f in frames]
+
+
+def test_each_batch_rebuilds_its_snapshots_and_code_frames_once_before_its_frames(monkeypatch):
+    """The page is built a stretch (``BATCH`` frames) at a time: each stretch's snapshots and code-pane frames are
+    rebuilt in one replay each, before its frames are drawn (the memory bound and the speed of a long export)."""
+    run = simulate("crash_pr", "pre_fix")
+    calls = []
+    snaps, real_code = run.trace.snapshots, export.code_frames
+    real_prefetch = snaps.prefetch
+    monkeypatch.setattr(snaps, "prefetch", lambda steps: (calls.append(("snapshots", list(steps))),
+                                                          real_prefetch(steps))[1], raising=False)
+    monkeypatch.setattr(export, "code_frames", lambda trace, steps: (
+        calls.append(("code", trace is run.trace, list(steps))), real_code(trace, steps))[1])
+    real_frame = export.frame
+    monkeypatch.setattr(export, "frame", lambda r, s, legend: (calls.append(("frame", s, legend)),
+                                                               real_frame(r, s, legend=legend))[1])
+    with patched(BATCH=100, DOT_LIMIT=0):
+        export.page_data(run)
+    n = len(run.trace.steps)
+    chunks = [list(range(lo, min(lo + 100, n))) for lo in range(0, n, 100)]
+    assert n > 200 and calls == [c for chunk in chunks for c in (
+        ("snapshots", chunk), *[("frame", s, False) for s in chunk], ("code", True, chunk))]
+
+
+def test_a_long_compare_keeps_the_lockstep_positions_where_either_run_has_a_frame():
+    a, b = simulate("scenario_d", "pre_fix"), simulate("scenario_d", "described_fix")
+    with patched(MICRO_LIMIT=5, DOT_LIMIT=0):  # only operation ends and moments are frames of each run
+        data = export.page_data(a, compare=b)
+        fa, fb = set(export.frame_steps(a.trace)), set(export.frame_steps(b.trace))
+    positions, ops = compare_positions([a.trace, b.trace])
+    want = [(p, k) for p, k in zip(positions, ops, strict=True) if p[0] in fa or p[1] in fb]
+    got = list(zip([f["step"] for f in data["runs"][0]["frames"]], [f["step"] for f in data["runs"][1]["frames"]],
+                   strict=True))
+    assert got == [p for p, _ in want] and len(got) < len(positions)
+    assert [f["op"] for f in data["runs"][0]["frames"]] == [f["op"] for f in data["runs"][1]["frames"]] == [
+        k for _, k in want]
+    assert any(p[0] not in fa for p in got) and any(p[1] not in fb for p in got)  # each run brings its own frames

@@ -60,7 +60,10 @@ MAX_UNHELD = 8  # ghosts nothing holds (deleted in this operation, or stale but 
 
 def _index(trace) -> _Index:
     """Per step, the simulated call stack with each frame's node argument, rebuilt from the ``call`` steps."""
-    idx = _INDEX.get(trace)
+    try:
+        idx = _INDEX.get(trace)
+    except TypeError:  # a trace type that cannot be weakly referenced: never cached (see below)
+        idx = None
     if idx is not None and idx.length == len(trace.steps):
         return idx
     frames: list[tuple[tuple[str, int | None], ...]] = []
