@@ -21,12 +21,18 @@ YOUNG, OLDER = 50_000, 50
 ENABLED = True
 
 
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Run the body with the collector's thresholds raised to at least ``(YOUNG, OLDER, OLDER)``."""
+def _raise_pace() -> tuple[int, ...]:
+    """Raise the thresholds to at least ``(YOUNG, OLDER, OLDER)`` (when ``ENABLED``); the ones before."""
     old = gc.get_threshold()
     if ENABLED:
         gc.set_threshold(max(old[0], YOUNG), max(old[1], OLDER), max(old[2], OLDER))
+    return old
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the body with the collector's thresholds raised to at least ``(YOUNG, OLDER, OLDER)``."""
+    old = _raise_pace()
     try:
         yield
     finally:
@@ -37,7 +43,6 @@ def pace_worker() -> None:
     """In a worker process that only searches: the raised pace for its whole life, and what it inherited from its
     parent (a forked worker starts with the parent's heap) set aside for good (``gc.freeze``), so that no collection
     rescans it or touches its shared pages."""
+    _raise_pace()
     if ENABLED:
-        old = gc.get_threshold()
-        gc.set_threshold(max(old[0], YOUNG), max(old[1], OLDER), max(old[2], OLDER))
         gc.freeze()
