@@ -874,14 +874,17 @@ def _encoder():
 
 
 class _JsonMemo:
-    """Texts that repeat across steps: stacks (by identity; interned), kinds, actors, shared details."""
+    """Texts that repeat across steps: stacks (by identity; interned), kinds, actors, shared details, and keys as
+    they sit inside a JSON string (escaped, without quotes; by identity, a bounded number)."""
 
     def __init__(self) -> None:
         self.enc = _encoder()
         self.stacks: dict[tuple, str] = {}
         self.values: dict = {}
         self.details: dict[int, str] = {}  # shared details by id
-        self.calls: dict[str, str] = {}  # a call's detail by function name
+        self.calls: dict[str, tuple[str, str]] = {}  # function name -> (its detail's JSON, its escaped name)
+        self.names: dict[str, str] = {}  # pool, list and set names, escaped
+        self.keys: dict[int, tuple] = {}  # id(key) -> (key, escaped text): the entry holds the key, so the id stays
 
     def value(self, v) -> str:  # an actor or a kind
         try:
@@ -902,6 +905,23 @@ class _JsonMemo:
             return got
         return self.enc(d)
 
+    def key(self, k) -> str:
+        """A key's text (``_key_text``; a text payload as it is), escaped for the inside of a JSON string."""
+        hit = self.keys.get(id(k))
+        if hit is not None and hit[0] is k:
+            return hit[1]
+        if len(self.keys) > 4096:
+            self.keys.clear()
+        text = _ebs(k if k.__class__ is str else _key_text(k))[1:-1]
+        self.keys[id(k)] = (k, text)
+        return text
+
+    def name(self, s: str) -> str:
+        got = self.names.get(s)
+        if got is None:
+            got = self.names[s] = _ebs(s)[1:-1]
+        return got
+
 
 _INT = {int}
 
@@ -910,14 +930,24 @@ def _plain_ints(xs) -> bool:
     return set(map(type, xs)) <= _INT
 
 
+def _int_list(xs: tuple) -> str:
+    """``", ".join(map(str, xs))`` for a tuple of plain ints, made by the tuple's own repr (one C call)."""
+    return str(xs)[1:-1] if len(xs) != 1 else str(xs[0])
+
+
+_POOL_WORDS = {k: k.replace("_", " ") for k in ("alloc", "free", "double_free", "alloc_fail")}
+
+
 def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
     """``json.dumps(step.as_dict(), sort_keys=True, default=str)`` of steps ``lo..hi-1``. The frequent kinds write
     their text and detail straight from the entry (the bytes ``_words`` + the encoder would give); the rest go
-    through ``_words``."""
+    through ``_words``. A step's text is escaped piece by piece (JSON's ASCII escaping maps each character on its
+    own, so the pieces' escapes joined are the whole text's), each piece escaped once per run: a node's key, often
+    hundreds of tokens long, is escaped once, not once per step that names it."""
     out = []
     add = out.append
     enc, stacks, values, calls = memo.enc, memo.stacks, memo.values, memo.calls
-    key_text, ebs, pool_kinds, lru_set = _key_text, _ebs, _POOL_KINDS, _LRU_SET_FIELD
+    kj, nm, ebs, pool_words, lru_set = memo.key, memo.name, _ebs, _POOL_WORDS, _LRU_SET_FIELD
     for i in range(lo, hi):
         e = log[i]
         op, actor, kind, stack, nid, p = e
@@ -926,32 +956,35 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
             pass
         elif kind == "call":
             name = stack[-1]
-            dj = calls.get(name)
-            if dj is None:
-                dj = calls[name] = memo.detail(_call_detail(name))
+            got = calls.get(name)
+            if got is None:
+                got = calls[name] = (memo.detail(_call_detail(name)), _ebs(name)[1:-1])
+            dj, nj = got
             if nid is None:
-                tj = ebs(f"{name}()")
+                tj = f'"{nj}()"'
+            elif nid.__class__ is int:
+                tj = f'"{nj}([{kj(p)}]#{nid})"'
             else:
-                tj = ebs(f"{name}([{p if p.__class__ is str else key_text(p)}]#{nid})")
-        elif kind in pool_kinds:
+                tj = ebs(f"{name}([{_kt(p)}]#{nid})")
+        elif kind in pool_words:
             pool, slots = p
-            if pool.__class__ is str and _plain_ints(slots):
-                sl = ", ".join(map(str, slots))
-                tj = ebs(f"{kind.replace('_', ' ')} {pool} [{sl}]")
-                dj = f'{{"pool": {ebs(pool)}, "slots": [{sl}]}}'
+            if pool.__class__ is str and slots.__class__ is tuple and _plain_ints(slots):
+                sl = _int_list(slots)
+                pj = nm(pool)
+                tj = f'"{pool_words[kind]} {pj} [{sl}]"'
+                dj = f'{{"pool": "{pj}", "slots": [{sl}]}}'
         elif kind == "lock":
             r, change, ref = p
-            if change.__class__ is int and ref.__class__ is int and r is not None:
-                k = r[1]
-                tj = ebs(f"{'lock' if change > 0 else 'unlock'} [{k if k.__class__ is str else key_text(k)}]#{r[0]} "
-                         f"(full_lock_ref={ref})")
+            if change.__class__ is int and ref.__class__ is int and r is not None and r[0].__class__ is int:
+                tj = f'"{"lock" if change > 0 else "unlock"} [{kj(r[1])}]#{r[0]} (full_lock_ref={ref})"'
                 dj = f'{{"change": {change}, "full_lock_ref": {ref}}}'
         elif kind in lru_set:
             k, name = p
-            if name.__class__ is str:
+            if name.__class__ is str and nid.__class__ is int:
                 what = kind[4:]
-                tj = ebs(f"{what} [{k if k.__class__ is str else key_text(k)}]#{nid} {_LRU_SET_WORD[what]} {name}")
-                dj = f'{{"{lru_set[kind]}": {ebs(name)}}}'
+                sj_ = nm(name)
+                tj = f'"{what} [{kj(k)}]#{nid} {_LRU_SET_WORD[what]} {sj_}"'
+                dj = f'{{"{lru_set[kind]}": "{sj_}"}}'
         if tj is None:
             text, detail = _words(e)
             tj = ebs(text) if text.__class__ is str else enc(text)
@@ -960,10 +993,10 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
         if sj is None:
             sj = stacks[stack] = enc(list(stack))
         try:
-            aj, kj = values[actor], values[kind]
+            aj, kj_ = values[actor], values[kind]
         except (KeyError, TypeError):
-            aj, kj = memo.value(actor), memo.value(kind)
-        add(f'{{"actor": {aj}, "detail": {dj}, "index": {i}, "kind": {kj}, '
+            aj, kj_ = memo.value(actor), memo.value(kind)
+        add(f'{{"actor": {aj}, "detail": {dj}, "index": {i}, "kind": {kj_}, '
             f'"node": {nid if nid.__class__ is int else "null" if nid is None else enc(nid)}, '
             f'"op": {op if op.__class__ is int else enc(op)}, "stack": {sj}, "text": {tj}}}')
     return out
