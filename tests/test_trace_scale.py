@@ -263,3 +263,31 @@ def test_run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so():
 
     with pytest.raises(ScenarioError, match="keeps none; pass no recorder"):
         run_ops(small_workload(5), trace=True, recorder=trace.Recorder(snapshots=False, invariants=False))
+
+
+def test_the_hash_writer_spells_odd_entries_as_json_dumps_does():
+    # the writer escapes a step's text piece by piece and spells slots by the tuple's repr: check the pieces that
+    # need escaping or a fallback (a key given as text with quotes and non-ASCII, a one-slot and an empty slot
+    # tuple, a slot that is not a plain int, a node id that is not an int, a pool name that needs escaping)
+    odd_key = 'a"b\\é\n'
+    stack = trace._intern(("evict", "_evict_host_leaf"))
+    log = [
+        (0, "R1", "call", stack, 7, odd_key),
+        (0, "R1", "call", stack, 7, (1, 2, 3)),
+        (0, None, "call", stack, None, None),
+        (0, "R1", "call", stack, "x", (4,)),
+        (0, "R1", "alloc", stack, None, ("device_kv", (5,))),
+        (0, "R1", "free", stack, None, ("device_kv", ())),
+        (0, "R1", "free", stack, None, ("host_kv", (1, 2, 3))),
+        (0, "R1", "alloc", stack, None, ("host_kv", (1, True))),
+        (0, "R1", "double_free", stack, None, ('po"ol', (9, 10))),
+        (1, "R\u00e92", "lock", stack, 7, ((7, odd_key), 1, 2)),
+        (1, "R2", "lock", stack, 7, ((7, (1, 2)), -1, 0)),
+        (1, "R2", "lru_insert", stack, 7, (odd_key, "full_lru_list")),
+        (1, "R2", "set_discard", stack, 7, ((3, 4), 'le"af')),
+        (1, "R2", "set_add", stack, True, ((3, 4), "leaves")),
+    ]
+    for lo in (0, 3):
+        got = trace._json_lines(log, lo, len(log), trace._JsonMemo())
+        want = [json.dumps(trace._step(i, log[i]).as_dict(), sort_keys=True, default=str) for i in range(lo, len(log))]
+        assert got == want
