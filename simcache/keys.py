@@ -41,8 +41,14 @@ def page_floor(n: int, page_size: int) -> int:
     return n // page_size * page_size
 
 
+_PLAIN = {int}
+
+
 def format_key(key: Key) -> str:
-    """The oracle's spelling of a key: ``1,2,3``."""
+    """The oracle's spelling of a key: ``1,2,3``. A tuple or list of plain ints is spelled by its own repr (one C
+    call, then the separators), the rest token by token."""
+    if (key.__class__ is tuple or key.__class__ is list) and len(key) > 1 and set(map(type, key)) <= _PLAIN:
+        return str(key)[1:-1].replace(", ", ",")
     return ",".join(map(str, key))
 
 

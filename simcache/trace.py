@@ -879,7 +879,7 @@ class _JsonMemo:
 
     def __init__(self) -> None:
         self.enc = _encoder()
-        self.stacks: dict[tuple, str] = {}
+        self.stacks: dict[int, tuple[tuple, str]] = {}  # id(stack) -> (stack, its JSON)
         self.values: dict = {}
         self.details: dict[int, str] = {}  # shared details by id
         self.calls: dict[str, tuple[str, str]] = {}  # function name -> (its detail's JSON, its escaped name)
@@ -947,7 +947,7 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
     out = []
     add = out.append
     enc, stacks, values, calls = memo.enc, memo.stacks, memo.values, memo.calls
-    kj, nm, ebs, pool_words, lru_set = memo.key, memo.name, _ebs, _POOL_WORDS, _LRU_SET_FIELD
+    kj, nm, names, ebs, pool_words, lru_set = memo.key, memo.name, memo.names, _ebs, _POOL_WORDS, _LRU_SET_FIELD
     for i in range(lo, hi):
         e = log[i]
         op, actor, kind, stack, nid, p = e
@@ -970,7 +970,7 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
             pool, slots = p
             if pool.__class__ is str and slots.__class__ is tuple and _plain_ints(slots):
                 sl = _int_list(slots)
-                pj = nm(pool)
+                pj = names.get(pool) or nm(pool)
                 tj = f'"{pool_words[kind]} {pj} [{sl}]"'
                 dj = f'{{"pool": "{pj}", "slots": [{sl}]}}'
         elif kind == "lock":
@@ -982,16 +982,19 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
             k, name = p
             if name.__class__ is str and nid.__class__ is int:
                 what = kind[4:]
-                sj_ = nm(name)
+                sj_ = names.get(name) or nm(name)
                 tj = f'"{what} [{kj(k)}]#{nid} {_LRU_SET_WORD[what]} {sj_}"'
                 dj = f'{{"{lru_set[kind]}": "{sj_}"}}'
+        elif kind in _NODE_KINDS:
+            tj, dj = _node_json(kind, p, kj)
         if tj is None:
             text, detail = _words(e)
             tj = ebs(text) if text.__class__ is str else enc(text)
             dj = memo.detail(detail)
-        sj = stacks.get(stack)
-        if sj is None:
-            sj = stacks[stack] = enc(list(stack))
+        sj = stacks.get(id(stack))  # by identity: a tuple's hash is computed again on every lookup
+        if sj is None or sj[0] is not stack:
+            sj = stacks[id(stack)] = (stack, enc(list(stack)))  # the entry holds the stack: its id stays its own
+        sj = sj[1]
         try:
             aj, kj_ = values[actor], values[kind]
         except (KeyError, TypeError):
@@ -1002,6 +1005,46 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
     return out
 
 
+def _ref_json(r, kj) -> str | None:
+    """``_kw(r)`` escaped for the inside of a JSON string, or None where the fast spelling does not apply."""
+    if r is None:
+        return "none"
+    return f"[{kj(r[1])}]#{r[0]}" if r[0].__class__ is int else None
+
+
+def _node_json(kind: str, p: tuple, kj) -> tuple[str | None, str | None]:
+    """The JSON text and detail of an attach, detach, backup or ack step (the bytes ``_words`` and the encoder
+    give), or ``(None, None)`` where a part is not plain (then ``_words`` spells it)."""
+    a = _ref_json(p[0], kj)
+    if a is None:
+        return None, None
+    if kind == "attach":
+        b, slot, rep = _ref_json(p[1], kj), p[2], p[3]
+        if b is None or p[1] is None or (rep is not None and rep.__class__ is not int):
+            return None, None
+        sj = _ebs(str(slot))
+        return (f'"attach {a} under {b} at slot {sj[1:-1]}"',
+                f'{{"parent": {p[1][0]}, "replaced": {"null" if rep is None else rep}, "slot": {sj}}}')
+    if kind == "detach":
+        b, slot, popped = _ref_json(p[1], kj), p[2], p[4]
+        c = _ref_json(popped, kj)
+        if b is None or p[1] is None or c is None:
+            return None, None
+        sj = _ebs(str(slot))
+        what = "" if p[3] else f" (the slot held {c})"
+        return (f'"detach {a} from {b} slot {sj[1:-1]}{what}"',
+                f'{{"parent": {p[1][0]}, "popped": {"null" if popped is None else popped[0]}, "slot": {sj}}}')
+    if kind == "backup":
+        host = p[1]
+        if host.__class__ is not tuple or not _plain_ints(host):
+            return None, None
+        hl = f"[{_int_list(host)}]"
+        return f'"{a} backed up to host {hl}"', f'{{"host": {hl}}}'
+    return f'"{_ACK_WORDS[kind]} for {a}"', "{}"  # an ack
+
+
+_ACK_WORDS = dict(write_ack="write ack", load_ack="load ack", storage_ack="storage ack")
+_NODE_KINDS = frozenset({"attach", "detach", "backup", *_ACK_WORDS})
 _LRU_SET_FIELD = dict(lru_insert="list", lru_remove="list", set_add="set", set_discard="set")
 _LRU_SET_WORD = dict(insert="into", remove="from", add="to", discard="from")
 

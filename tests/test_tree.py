@@ -6,9 +6,11 @@ eviction), and the tree text shows only what matching and inserting did.
 from __future__ import annotations
 
 from helpers import free_lists, make_cache, node_at, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcache.driver import Driver
-from simcache.keys import child_key, match_len, page_floor
+from simcache.keys import child_key, format_key, match_len, page_floor
 from simcache.state import tree_slot_lines
 
 # --- keys -------------------------------------------------------------------------------------------------------
@@ -255,3 +257,14 @@ def test_page_hashes_chain_each_page_from_the_previous_page_s_hash_string():
         prior = rng.choice([None, f"{rng.getrandbits(64):016x}"])
         assert page_hashes(key, ps, prior) == reference(key, ps, prior)
     assert page_hashes((1, 2), 1, None) == ["af63bc4c8601b62c", "082f2407b4e8902a"]  # as before the carry
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(st.integers(min_value=-(2**70), max_value=2**70), max_size=12),
+                 st.lists(st.one_of(st.integers(), st.booleans(), st.text(max_size=3)), max_size=6)),
+       st.sampled_from([tuple, list]))
+def test_format_key_spells_every_key_token_by_token(tokens, kind):
+    # the repr fast path for plain ints gives the same text as joining each token's str (bools and text included)
+    key = kind(tokens)
+    assert format_key(key) == ",".join(str(t) for t in key)
+    assert format_key((7,)) == "7" and format_key((7, 8)) == "7,8" and format_key(()) == ""
