@@ -586,12 +586,10 @@ class BoundaryCheck:
                 self.want_bytes[pool] = None  # made again when the check reads it
             self.multi[pool], self.owned[pool] = multi, owned
             free, loose = pools[pool]._free_count, self.loose[pool]
-            for group in (rm, rp, events):
-                for i in group:
-                    if free[i] == 0 and refs[i] == 0:
-                        loose.add(i)
-                    else:
-                        loose.discard(i)
+            moved = set(rm)  # each slot once: its loose state follows its final counts, whatever the order
+            moved.update(rp, events)
+            loose -= moved
+            loose.update([i for i in moved if free[i] == 0 and refs[i] == 0])
             for q in (rp, rm, cp, cm, cw, events):
                 q.clear()
 

@@ -948,6 +948,7 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
     add = out.append
     enc, stacks, values, calls = memo.enc, memo.stacks, memo.values, memo.calls
     kj, nm, names, ebs, pool_words, lru_set = memo.key, memo.name, memo.names, _ebs, _POOL_WORDS, _LRU_SET_FIELD
+    ints = _INT
     for i in range(lo, hi):
         e = log[i]
         op, actor, kind, stack, nid, p = e
@@ -968,8 +969,8 @@ def _json_lines(log: list, lo: int, hi: int, memo: _JsonMemo) -> list[str]:
                 tj = ebs(f"{name}([{_kt(p)}]#{nid})")
         elif kind in pool_words:
             pool, slots = p
-            if pool.__class__ is str and slots.__class__ is tuple and _plain_ints(slots):
-                sl = _int_list(slots)
+            if pool.__class__ is str and slots.__class__ is tuple and set(map(type, slots)) <= ints:
+                sl = str(slots)[1:-1] if len(slots) != 1 else str(slots[0])  # ``_int_list``, inline
                 pj = names.get(pool) or nm(pool)
                 tj = f'"{pool_words[kind]} {pj} [{sl}]"'
                 dj = f'{{"pool": "{pj}", "slots": [{sl}]}}'
