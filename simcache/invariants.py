@@ -397,7 +397,8 @@ class BoundaryCheck:
         # mask is all ones on the owned slots and zero elsewhere, want the fingerprints there (its bytes kept)
         self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
         self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}  # None: changed, made when read
+        self.scratch = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}  # the compare's output
+        self._and, self._xor = np.bitwise_and, np.bitwise_xor
         # the same memory, written one slot at a time (an item write through a memoryview is one C call)
         self.mask_mv = {p: memoryview(self.mask[p]).cast("B").cast("q") for p in _POOL_NAMES}
         self.want_mv = {p: memoryview(self.want[p]).cast("B").cast("q") for p in _POOL_NAMES}
@@ -582,8 +583,6 @@ class BoundaryCheck:
                     mask[i], want[i] = -1, w
                 else:
                     mask[i] = want[i] = 0
-            if cm or cp:
-                self.want_bytes[pool] = None  # made again when the check reads it
             self.multi[pool], self.owned[pool] = multi, owned
             free, loose = pools[pool]._free_count, self.loose[pool]
             moved = set(rm)  # each slot once: its loose state follows its final counts, whatever the order
@@ -601,7 +600,6 @@ class BoundaryCheck:
                 mask[i], want[i] = -1, exp[i]
             else:
                 mask[i] = want[i] = 0
-        self.want_bytes[pool] = None
 
     def _recount(self, n) -> None:
         new = self._share_of(n) if id(n) in self.att and n is not self.root else None
@@ -787,13 +785,12 @@ class BoundaryCheck:
         if self.bad["mlen"]:
             bad.add("kv_content")
         else:
-            want_bytes = self.want_bytes
-            for name in _POOL_NAMES:
+            for name in _POOL_NAMES:  # ``data & mask == want``, in place in a scratch array: no array is made
                 if self.owned[name]:
-                    want = want_bytes[name]
-                    if want is None:
-                        want = want_bytes[name] = self.want[name].tobytes()
-                    if (pools[name]._np & self.mask[name]).tobytes() != want:
+                    out = self.scratch[name]
+                    self._and(pools[name]._np, self.mask[name], out=out)
+                    self._xor(out, self.want[name], out=out)
+                    if out.any():
                         bad.add("kv_content")
                         break
         if self.bad["leaf"]:
