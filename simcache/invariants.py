@@ -398,7 +398,7 @@ class BoundaryCheck:
         self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
         self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
         self.scratch = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}  # the compare's output
-        self._and, self._xor = np.bitwise_and, np.bitwise_xor
+        self._and, self._xor, self._nonzero = np.bitwise_and, np.bitwise_xor, np.count_nonzero
         # the same memory, written one slot at a time (an item write through a memoryview is one C call)
         self.mask_mv = {p: memoryview(self.mask[p]).cast("B").cast("q") for p in _POOL_NAMES}
         self.want_mv = {p: memoryview(self.want[p]).cast("B").cast("q") for p in _POOL_NAMES}
@@ -790,7 +790,7 @@ class BoundaryCheck:
                     out = self.scratch[name]
                     self._and(pools[name]._np, self.mask[name], out=out)
                     self._xor(out, self.want[name], out=out)
-                    if out.any():
+                    if self._nonzero(out):  # (C; ``ndarray.any`` goes through a Python wrapper)
                         bad.add("kv_content")
                         break
         if self.bad["leaf"]:
