@@ -7,7 +7,10 @@ Vocabulary
 - A short run's drawings are SVG, drawn here by Graphviz. A *long* run (more than ``DOT_LIMIT`` micro-steps)
   stores each drawing as DOT text instead, and the page draws the frame it shows with the Graphviz WebAssembly
   build ``@viz-js/viz`` (inlined once, ``render/vendor/viz-global.js``), keeping the last few drawings; its data
-  block is gzip-compressed (the page inflates it with the browser's ``DecompressionStream``). Both work offline
+  block is *packed*: every text is cut into pieces (DOT lines, panel rows and chips) stored once, each text a list
+  of piece indices (consecutive frames share almost every line: 127 MB of text are ~12 MB of pieces for a
+  2,000-request run), then gzip-compressed (the page inflates it with the browser's ``DecompressionStream`` and
+  joins a text's pieces only when it shows it). Both work offline
   and from a file. Snapshots are rebuilt from the trace's checkpoints a stretch at a time while the page is built.
   Plain JavaScript swaps them in: first / previous / next / last, previous / next operation, jump to the next
   went-stale / cleaned-up / violation / assertion (wrapping around), the slider, keyboard arrows (left / right:
@@ -21,6 +24,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from html import escape
 from pathlib import Path
 
@@ -165,12 +169,28 @@ def _outcome(run) -> str:
     return "clean" if run.crash is None else run.crash.located
 
 
+# where a text is cut into pieces: after each line and before each node's label and label row (DOT), before each
+# panel row, chip, list item or fold (HTML)
+_CUTS = re.compile(r'(?<=\n)|(?= label=<)|(?=<TR>)|(?=<(?:div|li|details)[ >])|(?=<span class="sc-chip">)')
+
+
+def pack(data: dict) -> dict:
+    """A long run's page data as its block holds it: ``svgs`` and ``html`` become lists of indices into ``parts``,
+    the pieces of every text (cut by ``_CUTS``) stored once; joining a text's pieces gives it back."""
+    parts = _Store()
+
+    def cut(text: str) -> list[int]:
+        return [parts.add(p) for p in _CUTS.split(text) if p]
+
+    return dict(data, svgs=[cut(t) for t in data["svgs"]], html=[cut(t) for t in data["html"]], parts=parts.items)
+
+
 def _data_block(data: dict) -> str:
-    """The page's data block: JSON, or for a long run gzip-compressed JSON in base64."""
-    text = json.dumps(data, separators=(",", ":"))
+    """The page's data block: JSON, or for a long run its ``pack``-ed JSON, gzip-compressed, in base64."""
     if not data.get("dot"):
-        safe = text.replace("</", "<\\/")
+        safe = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
         return f'<script type="application/json" id="simcache-data">{safe}</script>'
+    text = json.dumps(pack(data), separators=(",", ":"))
     packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
     return f'<script type="application/json" id="simcache-data" data-encoding="gzip-base64">{packed}</script>'
 
