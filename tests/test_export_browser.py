@@ -126,3 +126,20 @@ def test_side_by_side_page_marks_the_divergence(browser, tmp_path):
     expect(page.locator("#run1 .tree g.cleaned-up")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "export_compare.png"))
     assert page.errors == [] and page.remote == []
+
+
+def test_clicking_the_timeline_goes_to_that_operation_or_moment(browser, tmp_path):
+    """One listener per lane answers every block's click (a long run's lane has thousands of them)."""
+    path = export_html(run_c(), tmp_path / "c.html")
+    page = open_page(browser, path)
+    at_frame(page, 0)
+    ops = run_c().trace.ops
+    expect(page.locator('#run0 g.tl-op[data-op="5"]')).to_have_css("cursor", "pointer")
+    page.locator('#run0 g.tl-op[data-op="5"]').click()
+    at_step(page, ops[5].first_step)
+    page.locator("#run0 g.tl-moment.tl-went-stale").first.click()
+    at_step(page, STALE_STEP)
+    expect(page.locator("#run0 .tree g.went-stale")).to_have_count(1)
+    page.locator("#run0 .timeline text").first.click()  # not a block: the frame stays
+    at_step(page, STALE_STEP)
+    assert page.errors == [] and page.remote == []
