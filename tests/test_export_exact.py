@@ -200,7 +200,8 @@ def test_a_packed_block_cuts_each_text_into_pieces_stored_once():
     dot = ('digraph {\n  n1 [id="n1" label=<<TABLE><TR><TD>a</TD></TR><TR><TD>b</TD></TR></TABLE>>];\n'
            '  n2 [id="n2" label=<<TABLE><TR><TD>a</TD></TR></TABLE>>];\n}\n')
     panel = ('<div class="sc-panel"><h4>x</h4><div class="sc-row"><span class="sc-chip">1</span> '
-             '<span class="sc-chip">2</span></div><ul><li>a</li><li class="h">b</li></ul><details open>c</details></div>')
+             '<span class="sc-chip">2</span></div><ul><li>a</li><li class="h">b</li></ul>'
+             '<details open>c</details></div>')
     data = dict(svgs=[dot], html=[panel, '<div class="sc-row"><span class="sc-chip">2</span></div>'], dot=True)
     assert export.pack(data) == dict(dot=True, parts=[
         'digraph {\n', '  n1 [id="n1"', ' label=<<TABLE>', '<TR><TD>a</TD></TR>', '<TR><TD>b</TD></TR></TABLE>>];\n',
