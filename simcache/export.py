@@ -250,8 +250,10 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None) -> s
     script = (_ASSETS / "export.js").read_text()
     if data["dot"]:  # the Graphviz WebAssembly build, once, in the same script element
         script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
+    # the data block and the script go in the head: the Graphviz build compiles and the block inflates while the
+    # body (a long run's timeline: thousands of blocks) is parsed; the script starts the page once the body is there
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: {escape(run.scenario.name)}'
-            f"</title><style>{css}</style></head><body>{_header(run, compare)}"
+            f"</title><style>{css}</style>{block}<script>{script}</script></head><body>{_header(run, compare)}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
             f'<p id="divergence" class="sc-bad"></p>{_tour_section(data, tour)}'
@@ -261,7 +263,6 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None) -> s
             f'<details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
             f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
             f'<div id="panels"></div></div></div>'
-            f'{block}<script>{script}</script>'
             f"</body></html>")
 
 

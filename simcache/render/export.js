@@ -2,10 +2,18 @@
 // deduplicated strings; each frame names them by index). A long run's block is gzip + base64 and packed: its
 // "svgs" (DOT text, drawn on demand by the inlined Graphviz WebAssembly build, global Viz, the last few kept) and
 // "html" are lists of indices into "parts", joined when a frame shows them. No network.
+// The script runs in the head, before the body is parsed: it starts the slow parts (decoding the block, compiling
+// Graphviz) at once and shows the first frame when they are done and the body is there.
 (function () {
   "use strict";
   var el = document.getElementById("simcache-data");
-  if (el.getAttribute("data-encoding") !== "gzip-base64") { simcacheStart(JSON.parse(el.textContent), null); return; }
+  var body = new Promise(function (ok) {
+    if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", ok); } else { ok(); }
+  });
+  if (el.getAttribute("data-encoding") !== "gzip-base64") {
+    body.then(function () { simcacheStart(JSON.parse(el.textContent), null); });
+    return;
+  }
   var b64 = el.textContent.trim(), bytes;
   if (Uint8Array.fromBase64) { bytes = Uint8Array.fromBase64(b64); } else {  // older browsers: byte by byte
     var bin = atob(b64);
@@ -13,10 +21,12 @@
     for (var b = 0; b < bin.length; b++) { bytes[b] = bin.charCodeAt(b); }
   }
   var text = new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
-  Promise.all([text, Viz.instance()]).then(function (r) { simcacheStart(JSON.parse(r[0]), r[1]); }, function (e) {
-    document.body.setAttribute("data-error", String(e));
-    throw e;
-  });
+  Promise.all([text.then(JSON.parse), Viz.instance(), body]).then(function (r) { simcacheStart(r[0], r[1]); },
+    function (e) {
+      // a failure can come before the body is parsed
+      body.then(function () { document.body.setAttribute("data-error", String(e)); });
+      throw e;
+    });
 })();
 
 function simcacheStart(D, viz) {
