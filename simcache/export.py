@@ -7,11 +7,12 @@ Vocabulary
 - A short run's drawings are SVG, drawn here by Graphviz. A *long* run (more than ``DOT_LIMIT`` micro-steps)
   stores each drawing as DOT text instead, and the page draws the frame it shows with the Graphviz WebAssembly
   build ``@viz-js/viz`` (inlined once, ``render/vendor/viz-global.js``), keeping the last few drawings; its data
-  block is *packed*: every text is cut into pieces (DOT lines, panel rows and chips) stored once, each text a list
-  of piece indices (consecutive frames share almost every line: 127 MB of text are ~12 MB of pieces for a
-  2,000-request run), then gzip-compressed (the page inflates it with the browser's ``DecompressionStream`` and
-  joins a text's pieces only when it shows it). Both work offline
-  and from a file. Snapshots are rebuilt from the trace's checkpoints a stretch at a time while the page is built.
+  block is *packed*: every text is cut into pieces (DOT lines and label rows, panel rows and chips) stored once,
+  each text a list of piece indices (consecutive frames share almost every line: a 2,000-request run's 127 MB of
+  text become 12 MB of JSON), then gzip-compressed (the page inflates it with the browser's ``DecompressionStream``
+  and joins a text's pieces only when it shows it). The block and the script sit in the page's head, so that
+  work starts while the body is parsed. Both work offline and from a file. Snapshots are rebuilt from the trace's
+  checkpoints a stretch at a time while the page is built.
   Plain JavaScript swaps them in: first / previous / next / last, previous / next operation, jump to the next
   went-stale / cleaned-up / violation / assertion (wrapping around), the slider, keyboard arrows (left / right:
   micro-step, up / down: operation, Home / End), and clicks on the timeline's operation blocks.
