@@ -7,8 +7,12 @@ Vocabulary
 - A short run's drawings are SVG, drawn here by Graphviz. A *long* run (more than ``DOT_LIMIT`` micro-steps)
   stores each drawing as DOT text instead, and the page draws the frame it shows with the Graphviz WebAssembly
   build ``@viz-js/viz`` (inlined once, ``render/vendor/viz-global.js``), keeping the last few drawings; its data
-  block is gzip-compressed (the page inflates it with the browser's ``DecompressionStream``). Both work offline
-  and from a file. Snapshots are rebuilt from the trace's checkpoints a stretch at a time while the page is built.
+  block is *packed*: every text is cut into pieces (DOT lines and label rows, panel rows and chips) stored once,
+  each text a list of piece indices (consecutive frames share almost every line: a 2,000-request run's 127 MB of
+  text become 12 MB of JSON), then gzip-compressed (the page inflates it with the browser's ``DecompressionStream``
+  and joins a text's pieces only when it shows it). The block and the script sit in the page's head, so that
+  work starts while the body is parsed. Both work offline and from a file. Snapshots are rebuilt from the trace's
+  checkpoints a stretch at a time while the page is built.
   Plain JavaScript swaps them in: first / previous / next / last, previous / next operation, jump to the next
   went-stale / cleaned-up / violation / assertion (wrapping around), the slider, keyboard arrows (left / right:
   micro-step, up / down: operation, Home / End), and clicks on the timeline's operation blocks.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from html import escape
 from pathlib import Path
 
@@ -165,12 +170,48 @@ def _outcome(run) -> str:
     return "clean" if run.crash is None else run.crash.located
 
 
+# where a text is cut into pieces: after each line (in ``pack``), and before each match of ``_CUTS``: a node's label
+# and each label row (DOT), each panel row, chip, list item or fold (HTML)
+_CUTS = re.compile(r' label=<|<(?:TR>|(?:div|li|details)[ >]|span class="sc-chip">)')
+
+
+def _pieces(line: str) -> list[str]:
+    out, a = [], 0
+    for m in _CUTS.finditer(line):
+        if m.start() > a:
+            out.append(line[a : m.start()])
+            a = m.start()
+    if a < len(line):
+        out.append(line[a:])
+    return out
+
+
+def pack(data: dict) -> dict:
+    """A long run's page data as its block holds it: ``svgs`` and ``html`` become lists of indices into ``parts``,
+    the pieces of every text (cut after each line and before each ``_CUTS`` match) stored once; joining a text's
+    pieces gives it back."""
+    parts, lines = _Store(), {}  # lines: a line's piece indices (a long run's 127 MB of text is ~17k distinct lines)
+
+    def cut(text: str) -> list[int]:
+        out = []
+        rows = text.split("\n")
+        for k, row in enumerate(rows):
+            line = row + "\n" if k < len(rows) - 1 else row
+            ids = lines.get(line)
+            if ids is None:
+                ids = lines[line] = [parts.add(p) for p in _pieces(line)]
+            out += ids
+        return out
+
+    return dict(data, svgs=[cut(t) for t in data["svgs"]], html=[cut(t) for t in data["html"]], parts=parts.items)
+
+
 def _data_block(data: dict) -> str:
-    """The page's data block: JSON, or for a long run gzip-compressed JSON in base64."""
-    text = json.dumps(data, separators=(",", ":"))
+    """The page's data block: JSON, or for a long run its ``pack``-ed JSON, gzip-compressed, in base64."""
     if not data.get("dot"):
-        safe = text.replace("</", "<\\/")
+        safe = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
         return f'<script type="application/json" id="simcache-data">{safe}</script>'
+    text = json.dumps(pack(data), separators=(",", ":"))
     packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
     return f'<script type="application/json" id="simcache-data" data-encoding="gzip-base64">{packed}</script>'
 
@@ -210,8 +251,10 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None) -> s
     script = (_ASSETS / "export.js").read_text()
     if data["dot"]:  # the Graphviz WebAssembly build, once, in the same script element
         script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
+    # the data block and the script go in the head: the Graphviz build compiles and the block inflates while the
+    # body (a long run's timeline: thousands of blocks) is parsed; the script starts the page once the body is there
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: {escape(run.scenario.name)}'
-            f"</title><style>{css}</style></head><body>{_header(run, compare)}"
+            f"</title><style>{css}</style>{block}<script>{script}</script></head><body>{_header(run, compare)}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
             f'<p id="divergence" class="sc-bad"></p>{_tour_section(data, tour)}'
@@ -221,7 +264,6 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None) -> s
             f'<details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
             f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
             f'<div id="panels"></div></div></div>'
-            f'{block}<script>{script}</script>'
             f"</body></html>")
 
 

@@ -126,3 +126,49 @@ def test_side_by_side_page_marks_the_divergence(browser, tmp_path):
     expect(page.locator("#run1 .tree g.cleaned-up")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "export_compare.png"))
     assert page.errors == [] and page.remote == []
+
+
+def test_clicking_the_timeline_goes_to_that_operation_or_moment(browser, tmp_path):
+    """One listener per lane answers every block's click (a long run's lane has thousands of them)."""
+    path = export_html(run_c(), tmp_path / "c.html")
+    page = open_page(browser, path)
+    at_frame(page, 0)
+    ops = run_c().trace.ops
+    expect(page.locator('#run0 g.tl-op[data-op="5"]')).to_have_css("cursor", "pointer")
+    page.locator('#run0 g.tl-op[data-op="5"]').click()
+    at_step(page, ops[5].first_step)
+    page.locator("#run0 g.tl-moment.tl-went-stale").first.click()
+    at_step(page, STALE_STEP)
+    expect(page.locator("#run0 .tree g.went-stale")).to_have_count(1)
+    page.locator("#run0 .timeline text").first.click()  # not a block: the frame stays
+    at_step(page, STALE_STEP)
+    assert page.errors == [] and page.remote == []
+
+
+def test_a_packed_page_shows_the_same_frames_with_or_without_uint8array_frombase64(browser, tmp_path, monkeypatch):
+    """A long run's page (here scenario C forced past ``DOT_LIMIT``) decodes its block with
+    ``Uint8Array.fromBase64`` where the browser has it, byte by byte where not; both show the same frames."""
+    import simcache.export as export
+
+    monkeypatch.setattr(export, "DOT_LIMIT", 0)
+    path = export_html(run_c(), tmp_path / "packed.html")
+    assert 'data-encoding="gzip-base64"' in path.read_text()
+    seen = []
+    for older in (False, True):
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(budget_ms(UI_S))
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))  # noqa: B023
+        if older:
+            page.add_init_script("delete Uint8Array.fromBase64;")
+        page.goto(path.as_uri())
+        at_frame(page, 0)
+        assert page.evaluate("() => typeof Uint8Array.fromBase64") == ("undefined" if older else "function")
+        page.click("#jump-went-stale")
+        at_step(page, STALE_STEP)
+        expect(page.locator("#run0 .tree g.went-stale")).to_have_count(1)
+        seen.append((page.inner_html("#run0 .tree"), page.inner_html("#panels"), page.inner_html("#code"),
+                     page.inner_html("#stack"), page.text_content("#run0 .caption")))
+        assert errors == []
+        page.close()
+    assert seen[0] == seen[1] and "WENT STALE" in seen[0][0] and "write_backup()" in seen[0][1]

@@ -184,9 +184,37 @@ def test_the_data_block_decodes_to_the_page_data_in_both_encodings():
     assert packed.startswith(head) and packed.endswith("</script>")
     raw = base64.b64decode(packed[len(head):-len("</script>")])
     assert raw[4:8] == b"\0\0\0\0"  # no time stamp: the same run exports to the same bytes
-    assert json.loads(gzip.decompress(raw)) == packed_data
-    assert gzip.decompress(raw).decode() == json.dumps(packed_data, separators=(",", ":"))
+    assert unpacked(json.loads(gzip.decompress(raw))) == packed_data
+    assert gzip.decompress(raw).decode() == json.dumps(export.pack(packed_data), separators=(",", ":"))
     assert packed == export._data_block(packed_data) and len(packed) < len(json.dumps(packed_data)) / 4
+
+
+def unpacked(data: dict) -> dict:
+    """A packed block's data with each text's pieces joined (what the page's script does when it shows one)."""
+    parts = data["parts"]
+    join = lambda texts: ["".join(parts[i] for i in t) for t in texts]  # noqa: E731
+    return {**{k: v for k, v in data.items() if k != "parts"}, "svgs": join(data["svgs"]), "html": join(data["html"])}
+
+
+def test_a_packed_block_cuts_each_text_into_pieces_stored_once():
+    dot = ('digraph {\n  n1 [id="n1" label=<<TABLE><TR><TD>a</TD></TR><TR><TD>b</TD></TR></TABLE>>];\n'
+           '  n2 [id="n2" label=<<TABLE><TR><TD>a</TD></TR></TABLE>>];\n}\n')
+    panel = ('<div class="sc-panel"><h4>x</h4><div class="sc-row"><span class="sc-chip">1</span> '
+             '<span class="sc-chip">2</span></div><ul><li>a</li><li class="h">b</li></ul>'
+             '<details open>c</details></div>')
+    data = dict(svgs=[dot], html=[panel, '<div class="sc-row"><span class="sc-chip">2</span></div>'], dot=True)
+    assert export.pack(data) == dict(dot=True, parts=[
+        'digraph {\n', '  n1 [id="n1"', ' label=<<TABLE>', '<TR><TD>a</TD></TR>', '<TR><TD>b</TD></TR></TABLE>>];\n',
+        '  n2 [id="n2"', '<TR><TD>a</TD></TR></TABLE>>];\n', '}\n',
+        '<div class="sc-panel"><h4>x</h4>', '<div class="sc-row">', '<span class="sc-chip">1</span> ',
+        '<span class="sc-chip">2</span></div><ul>', '<li>a</li>', '<li class="h">b</li></ul>',
+        '<details open>c</details></div>', '<span class="sc-chip">2</span></div>'],
+        svgs=[[0, 1, 2, 3, 4, 5, 2, 6, 7]], html=[[8, 9, 10, 11, 12, 13, 14], [9, 15]])
+    assert unpacked(export.pack(data)) == data
+    page = dot_page()  # scenario C: its 205 frames' texts are ~1.8 MB, their pieces a few hundred KB
+    packed = export.pack(page)
+    assert unpacked(packed) == page and len(set(packed["parts"])) == len(packed["parts"])
+    assert len(json.dumps(packed)) < len(json.dumps(page)) / 2
 
 
 @cache
@@ -201,7 +229,11 @@ def test_the_page_names_the_run_its_outcome_and_holds_every_control():
     about = run_c().scenario.title
     assert html.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: scenario'
                            "</title><style>" + PANEL_CSS + FOCUS_CSS + CODE_CSS)
-    assert ("</style></head><body><h1>simcache · scenario · pre_fix</h1>"
+    js = (export._ASSETS / "export.js").read_text()
+    viz = (export._ASSETS / "vendor" / "viz-global.js").read_text()
+    # the data block and the script (a page drawn in the browser carries Graphviz) in the head, then the body
+    assert ("</style>" + export._data_block(dot_page()) + "<script>" + viz + "\n" + js + "</script></head>"
+            "<body><h1>simcache · scenario · pre_fix</h1>"
             f"<p>{escape(about)}</p>"
             f"<p>schedule <code>main*10</code> · <b>pre_fix</b>: {crash}</p>"
             '<nav id="controls"><button id="btn-first" title="Home">|&#9664; first</button>'
@@ -224,22 +256,18 @@ def test_the_page_names_the_run_its_outcome_and_holds_every_control():
             + timeline_svg(run_c().trace, 0, width=960, title="pre_fix: assertion") + "</div></section></div>"
             '<div id="side"><div id="code"></div><details class="legend" open><summary>legend</summary>'
             + render_svg(legend_dot()) + '</details><div id="explanation"></div><div id="stack"></div>'
-            '<div id="invariants"></div><div id="panels"></div></div></div>'
-            + export._data_block(dot_page())) in html
-    assert html.endswith("</script></body></html>")
-    script = html.rsplit("<script>", 1)[1]
-    js = (export._ASSETS / "export.js").read_text()
-    viz = (export._ASSETS / "vendor" / "viz-global.js").read_text()
-    assert script == viz + "\n" + js + "</script></body></html>"  # a page drawn in the browser carries Graphviz
+            '<div id="invariants"></div><div id="panels"></div></div></div></body></html>') in html
+    assert html.count("<script") == 2 and html.endswith('<div id="panels"></div></div></div></body></html>')
     assert (export._ASSETS / "export.css").read_text() + "</style>" in html
-    body = html.split("<script")[0]
+    body = html.rsplit("</script></head>", 1)[1]
     assert "btn-divergence" not in body and 'id="run1"' not in body
 
 
 def test_a_page_drawn_here_carries_no_graphviz_build():
     html = export.render_page(run_c())
     js = (export._ASSETS / "export.js").read_text()
-    assert html.endswith("<script>" + js + "</script></body></html>")
+    assert "</style>" + export._data_block(export.page_data(run_c())) + "<script>" + js + "</script></head><body>" \
+        in html
     assert "viz-global" not in html and html.count("<script") == 2
     assert '<script type="application/json" id="simcache-data">' in html
 
@@ -423,7 +451,7 @@ def test_a_tour_is_checked_against_the_run_being_exported_not_the_run_it_was_wri
 def test_a_long_runs_data_block_is_gzip_at_level_6():
     """The page's bytes are a choice too: level 6 (zlib's default trade-off), not gzip's 9 nor anything else."""
     data = dot_page()
-    text = json.dumps(data, separators=(",", ":")).encode()
+    text = json.dumps(export.pack(data), separators=(",", ":")).encode()
     levels = {n: gzip.compress(text, compresslevel=n, mtime=0) for n in (6, 7, 9)}
     assert len(set(levels.values())) == 3  # this page tells the levels apart
     head = '<script type="application/json" id="simcache-data" data-encoding="gzip-base64">'

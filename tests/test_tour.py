@@ -160,6 +160,6 @@ def test_a_tours_text_is_text_on_the_page_and_in_the_widget(tmp_path):
     head, rest = html.split('<script type="application/json" id="simcache-data">')
     block, tail = rest.split("</script>", 1)  # the data block: JSON, where only "</" could end it early
     assert "</" not in block and json.loads(block.replace("<\\/", "</"))["tour_title"] == doc["title"]
-    assert "<img src=x" not in head + tail and "&lt;img src=x onerror=alert(1)&gt;" in head
-    assert "<script>alert(2)" not in head + tail and "&lt;/script&gt;&lt;script&gt;alert(2)" in head
+    assert "<img src=x" not in head + tail and "&lt;img src=x onerror=alert(1)&gt;" in tail  # the body: after it
+    assert "<script>alert(2)" not in head + tail and "&lt;/script&gt;&lt;script&gt;alert(2)" in tail
     assert "&lt;/script&gt;&lt;b&gt;bold?&lt;/b&gt;" in static_tour(TourModel(t, run))

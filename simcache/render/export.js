@@ -1,28 +1,51 @@
 // simcache export page: swaps frames in and out. Data: the JSON block #simcache-data (svgs and html are
-// deduplicated strings; each frame names them by index). A long run's block is gzip + base64 and its "svgs" are
-// DOT text, drawn on demand by the inlined Graphviz WebAssembly build (global Viz), the last few kept. No network.
+// deduplicated strings; each frame names them by index). A long run's block is gzip + base64 and packed: its
+// "svgs" (DOT text, drawn on demand by the inlined Graphviz WebAssembly build, global Viz, the last few kept) and
+// "html" are lists of indices into "parts", joined when a frame shows them. No network.
+// The script runs in the head, before the body is parsed: it starts the slow parts (decoding the block, compiling
+// Graphviz) at once and shows the first frame when they are done and the body is there.
 (function () {
   "use strict";
   var el = document.getElementById("simcache-data");
-  if (el.getAttribute("data-encoding") !== "gzip-base64") { simcacheStart(JSON.parse(el.textContent), null); return; }
-  var bin = atob(el.textContent.trim()), bytes = new Uint8Array(bin.length);
-  for (var b = 0; b < bin.length; b++) { bytes[b] = bin.charCodeAt(b); }
-  var text = new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
-  Promise.all([text, Viz.instance()]).then(function (r) { simcacheStart(JSON.parse(r[0]), r[1]); }, function (e) {
-    document.body.setAttribute("data-error", String(e));
-    throw e;
+  var body = new Promise(function (ok) {
+    if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", ok); } else { ok(); }
   });
+  if (el.getAttribute("data-encoding") !== "gzip-base64") {
+    body.then(function () { simcacheStart(JSON.parse(el.textContent), null); });
+    return;
+  }
+  var b64 = el.textContent.trim(), bytes;
+  if (Uint8Array.fromBase64) { bytes = Uint8Array.fromBase64(b64); } else {  // older browsers: byte by byte
+    var bin = atob(b64);
+    bytes = new Uint8Array(bin.length);
+    for (var b = 0; b < bin.length; b++) { bytes[b] = bin.charCodeAt(b); }
+  }
+  var text = new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  Promise.all([text.then(JSON.parse), Viz.instance(), body]).then(function (r) { simcacheStart(r[0], r[1]); },
+    function (e) {
+      // a failure can come before the body is parsed
+      body.then(function () { document.body.setAttribute("data-error", String(e)); });
+      throw e;
+    });
 })();
 
 function simcacheStart(D, viz) {
   "use strict";
   var F0 = D.runs[0].frames, N = F0.length, cur = 0;
+  function text(store, k) {  // a stored text; in a packed block, its pieces joined
+    var t = store[k];
+    if (typeof t === "string") { return t; }
+    var s = "";
+    for (var j = 0; j < t.length; j++) { s += D.parts[t[j]]; }
+    return s;
+  }
+  function html(k) { return text(D.html, k); }
   var drawn = new Map(), KEEP = 48;  // DOT index -> SVG text, most recently used last
   function drawing(k) {
     if (!D.dot) { return D.svgs[k]; }
     var svg = drawn.get(k);
     if (svg === undefined) {
-      svg = viz.renderString(D.svgs[k], { format: "svg" });
+      svg = viz.renderString(text(D.svgs, k), { format: "svg" });
       svg = svg.slice(svg.indexOf("<svg"));
       if (drawn.size >= KEEP) { drawn.delete(drawn.keys().next().value); }
     } else { drawn.delete(k); }
@@ -76,11 +99,11 @@ function simcacheStart(D, viz) {
       sec.classList.toggle("diverged", D.divergence !== null && f.op >= D.divergence);
     });
     var f = F0[cur];
-    $("explanation").innerHTML = D.html[f.expl];
-    $("stack").innerHTML = D.html[f.stack];
-    $("code").innerHTML = D.html[f.code];
-    $("invariants").innerHTML = D.html[f.inv];
-    $("panels").innerHTML = f.panels.map(function (k) { return D.html[k]; }).join("");
+    $("explanation").innerHTML = html(f.expl);
+    $("stack").innerHTML = html(f.stack);
+    $("code").innerHTML = html(f.code);
+    $("invariants").innerHTML = html(f.inv);
+    $("panels").innerHTML = f.panels.map(html).join("");
     slider.value = String(cur);
     $("pos").textContent = "frame " + (cur + 1) + " / " + N + " \u00b7 step " + f.step + " \u00b7 op " + f.op;
     document.body.setAttribute("data-frame", String(cur));
@@ -129,10 +152,10 @@ function simcacheStart(D, viz) {
       show(t < 0 ? N - 1 : t);
     };
   }
-  D.runs.forEach(function (r, j) {
-    Array.prototype.forEach.call($("run" + j).querySelectorAll("g.tl-op, g.tl-moment"), function (g) {
-      g.style.cursor = "pointer";
-      g.addEventListener("click", function () { toStep(j, parseInt(g.getAttribute("data-step"), 10)); });
+  D.runs.forEach(function (r, j) {  // one listener per lane (a long run has thousands of blocks; CSS sets the cursor)
+    $("run" + j).querySelector(".timeline").addEventListener("click", function (e) {
+      var g = e.target.closest("g.tl-op, g.tl-moment");
+      if (g) { toStep(j, parseInt(g.getAttribute("data-step"), 10)); }
     });
   });
   document.addEventListener("keydown", function (e) {
