@@ -378,6 +378,10 @@ class BoundaryCheck:
         self.own: dict[int, tuple] = {}  # node -> (its value lists and fingerprint entry, its owned slots, lengths)
         self.leaf_dev: dict[int, tuple[bool, bool]] = {}  # leaf-set member -> (not a leaf, detached)
         self.leaf_host: dict[int, tuple[bool, bool]] = {}
+        # the leaf checks read every child in a member's dict, also one whose parent pointer names another node:
+        # child -> the members whose dicts held it at their last check (id -> node), and member -> those children
+        self.readers: dict[int, dict] = {}
+        self.read: dict[int, tuple] = {}
         self.bad = dict.fromkeys(("tier", "backup", "mlen", "leaf", "held"), 0)
         self.sums = [0, 0, 0, 0]  # dev, prot, mall, mprot
         self.want_full: set[int] = set()
@@ -619,6 +623,12 @@ class BoundaryCheck:
 
     def _releaf(self, n) -> None:
         cache, i = self.cache, id(n)
+        readers = self.readers
+        for j in self.read.pop(i, ()):
+            r = readers[j]
+            del r[i]
+            if not r:
+                del readers[j]
         for s, records in ((cache.evictable_full_device_leaves, self.leaf_dev),
                            (cache.evictable_full_host_leaves, self.leaf_host)):
             old = records.pop(i, None)
@@ -635,6 +645,10 @@ class BoundaryCheck:
                 rec = records[i] = (bool(b), i not in self.att)
                 self.bad["leaf"] += rec[0]
                 self.bad["held"] += rec[1]
+        if (i in self.leaf_dev or i in self.leaf_host) and n.children:
+            kids = self.read[i] = tuple({id(c) for c in n.children.values()})
+            for j in kids:
+                readers.setdefault(j, {})[i] = n
 
     # --- the check ---
     def failing(self, live=()) -> set[str]:
@@ -741,6 +755,15 @@ class BoundaryCheck:
             for n in group:
                 for c in self.kids.get(id(n), {}).values():
                     again[id(c)] = c
+        for p, _ in links:  # a dict entry changed: its holder's leaf checks read it (held or attached or not)
+            again[id(p)] = p
+        readers = self.readers
+        if readers:  # leaf-set members whose dicts list a child that changed (whatever its parent pointer says)
+            for group in (touched, moved, changed):
+                for n in group:
+                    r = readers.get(id(n))
+                    if r:
+                        again.update(r)
         nodes = [n for n in again.values() if isinstance(n, TreeNode)]
         shares = [self._share_of(n) if id(n) in self.att and n is not root else None for n in nodes]
         coming: dict[int, object] = {}  # node -> the owned entries its new share adds (default: all)

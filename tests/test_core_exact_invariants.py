@@ -438,3 +438,72 @@ def test_the_checks_by_name_run_only_those_named():
     assert check_all(cache, list(drv.live.values()), ["leaf_sets", "no_double_free"]) == dict(
         leaf_sets="node 7 [3] is in evictable_full_device_leaves but is not an unlocked device leaf",
         no_double_free=None)
+
+
+# --- the boundary check on its own: each notification, and states only a hand can make -------------------------
+
+class Watched:
+    """The good state (S = [1,2] with children A = [3] and B = [4]) with a recorder attached after it was built, so
+    ``BoundaryCheck`` starts from a cache already full and hears of later changes only through the recorder's
+    events (leaf sets, LRU lists, pools, the cache's own attach and detach) and its tracked nodes' writes."""
+
+    def __init__(self, policy: str = "write_through"):
+        self.cache, self.drv = good(policy)
+        self.s, self.a, self.b = nodes(self.cache)
+        rec = Recorder(snapshots=False)
+        rec.replayable = True  # what ``ops_run.execute`` sets: the recorder keeps a ``BoundaryCheck``
+        rec.attach(self.cache, self.drv)
+        self.bc = rec._bc
+        self.live = list(self.drv.live.values())
+        assert self.check() == set()
+
+    def check(self) -> set[str]:
+        """The boundary check's answer, after checking that the one-pass and the named checks give the same."""
+        got = self.bc.failing(self.live)
+        assert got == failing(self.cache, self.live) == named(self.cache, self.live)
+        return got
+
+
+def test_a_leaf_set_member_is_checked_again_when_a_child_it_lists_but_that_points_elsewhere_changes():
+    """The device leaf check reads the value of every child in a member's dict, and the host one whether each is
+    attached, even where the child's parent pointer names another node: when such a child changes, the member it
+    does not point to is checked again."""
+    w = Watched()
+    c, s, a, b = w.cache, w.s, w.a, w.b
+    a.parent = c.root_node  # S still lists A, which points to the root: A is detached
+    b.value = None  # and B is off the device: S's only device child is A
+    c.evictable_full_device_leaves.discard(a)
+    c.evictable_full_device_leaves.discard(b)
+    c.evictable_full_device_leaves.add(s)
+    assert w.check() == {"attachment", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
+    a.value = None  # S lists no device child any more: a good device leaf
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+    a.value = [2]
+    assert w.check() == {"attachment", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
+
+
+def test_a_host_leaf_is_checked_again_when_a_child_it_lists_but_that_points_elsewhere_is_attached():
+    w = Watched()
+    c, s, a, b = w.cache, w.s, w.a, w.b
+    b.value = None  # B: a host-only leaf, a good host leaf-set member
+    c.evictable_full_device_leaves.discard(b)
+    c.evictable_full_host_leaves.add(b)
+    c._detach(s, a)
+    a.parent = c.root_node
+    c._attach(b, a)  # B lists A, which points to the root (whose dict does not list it): A is detached
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+    c._attach(c.root_node, a)  # A is attached under the root (its prefix now [3]): B lists an attached child
+    assert w.check() == {"kv_content", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
+    c._detach(c.root_node, a)
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+
+
+def test_a_detached_leaf_set_member_is_checked_again_when_a_child_enters_its_dict():
+    w = Watched()
+    c, s, a, b = w.cache, w.s, w.a, w.b
+    c._detach(s, b)  # B is detached and still in the device leaf set (and the lists)
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+    c._attach(b, a)  # B lists A (on device), which still points to S: B is no device leaf
+    assert w.check() == {"attachment", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
+    c._detach(b, a)
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
