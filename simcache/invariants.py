@@ -409,8 +409,10 @@ class BoundaryCheck:
         self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
         # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
         self._q: dict[str, tuple] = {p: ([], [], [], [], []) for p in _POOL_NAMES}
-        for n in self._subtree(root, _H0, 0):
-            self._recount(n)
+        for n in self._subtree(root, _H0, 0):  # the attached nodes below the root, each counted once
+            s = self._share_of(n)
+            self.share[id(n)] = (n, s)
+            self._apply(n, s, +1)
         self._flush()
         for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
             for n in s:
@@ -608,18 +610,6 @@ class BoundaryCheck:
             else:
                 mask[i] = want[i] = 0
         self.want_bytes[pool] = None
-
-    def _recount(self, n) -> None:
-        new = self._share_of(n) if id(n) in self.att and n is not self.root else None
-        old = self.share.get(id(n))
-        if old is not None and new is not None and old[0] is n and old[1] == new:
-            return
-        if old is not None:
-            del self.share[id(n)]
-            self._apply(old[0], old[1], -1)
-        if new is not None:
-            self.share[id(n)] = (n, new)
-            self._apply(n, new, +1)
 
     def _releaf(self, n) -> None:
         cache, i = self.cache, id(n)

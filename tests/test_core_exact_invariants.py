@@ -447,15 +447,20 @@ class Watched:
     ``BoundaryCheck`` starts from a cache already full and hears of later changes only through the recorder's
     events (leaf sets, LRU lists, pools, the cache's own attach and detach) and its tracked nodes' writes."""
 
-    def __init__(self, policy: str = "write_through"):
+    def __init__(self, *breaks, policy: str = "write_through"):
+        """``breaks`` (functions of the cache and S, A, B) are applied before the recorder attaches: the boundary
+        check is then built on a broken state."""
         self.cache, self.drv = good(policy)
         self.s, self.a, self.b = nodes(self.cache)
+        for brk in breaks:
+            brk(self.cache, self.s, self.a, self.b)
         rec = Recorder(snapshots=False)
         rec.replayable = True  # what ``ops_run.execute`` sets: the recorder keeps a ``BoundaryCheck``
         rec.attach(self.cache, self.drv)
         self.bc = rec._bc
         self.live = list(self.drv.live.values())
-        assert self.check() == set()
+        if not breaks:
+            assert self.check() == set()
 
     def check(self) -> set[str]:
         """The boundary check's answer, after checking that the one-pass and the named checks give the same."""
@@ -507,3 +512,60 @@ def test_a_detached_leaf_set_member_is_checked_again_when_a_child_enters_its_dic
     assert w.check() == {"attachment", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
     c._detach(b, a)
     assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+
+
+
+def test_the_boundary_check_built_on_a_broken_state_names_what_is_broken():
+    """Built from a cache that already holds an inner node in the device leaf set, or a child that its parent lists
+    but that points elsewhere (not attached), it answers as the named checks do from its first call."""
+    def inner_in_the_leaves(c, s, a, b):
+        c.evictable_full_device_leaves.add(s)
+
+    def pointing_elsewhere(c, s, a, b):
+        a.parent = c.root_node
+
+    assert Watched(inner_in_the_leaves).check() == {"leaf_sets"}
+    assert Watched(pointing_elsewhere).check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+
+
+def test_writes_right_after_the_build_are_seen_on_attached_and_on_detached_held_nodes():
+    """The build tracks every attached node and every node a structure holds (a detached leaf-set member too), so
+    a write straight after it, before any event names the node, is seen at the next boundary."""
+    w = Watched()
+    w.a.full_lock_ref += 1
+    assert w.check() == {"leaf_sets", "size_counters"}
+
+    def detach_b(c, s, a, b):
+        c._detach(s, b)
+        b.value = None  # still in the device leaf set, off the device: a bad member either way
+
+    w = Watched(detach_b)
+    held = {"attachment", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
+    assert w.check() == held
+    w.b.value = [5]  # a device leaf again, but still detached
+    assert w.check() == held - {"leaf_sets"}
+
+
+def test_a_parent_pointer_moved_right_after_the_build_detaches_the_node():
+    """The build records each node's parent, so the parent it leaves (whose dict still lists it) is walked again."""
+    w = Watched()
+    w.a.parent = w.cache.root_node
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+    w.a.parent = w.s
+    assert w.check() == set()
+
+
+def test_a_key_replaced_by_one_with_the_same_first_token_is_fingerprinted_again_with_its_subtree():
+    """S's key [1,2] becomes [1,7] (the same dict slot, the same length): S's own KV no longer holds its prefix;
+    with S's KV rewritten for [1,7], only its children's (their prefixes changed under them) do not."""
+    from simcache.pools import kv_fingerprints
+    w = Watched()
+    s, pools = w.s, w.cache.pools
+    s.key = (1, 7)
+    assert w.check() == {"kv_content"}
+    assert failing(w.cache, w.live, {}) == {"kv_content"}
+    for pool, slots in ((pools.device_kv, s.value), (pools.host_kv, s.host_value)):
+        pool.write(slots, kv_fingerprints([1, 7], start=0))
+    assert w.check() == {"kv_content"}
+    assert invariants.kv_content(w.cache, w.live) == \
+        "node 7 [3]: device KV does not hold what was written for its prefix"
