@@ -569,3 +569,100 @@ def test_a_key_replaced_by_one_with_the_same_first_token_is_fingerprinted_again_
     assert w.check() == {"kv_content"}
     assert invariants.kv_content(w.cache, w.live) == \
         "node 7 [3]: device KV does not hold what was written for its prefix"
+
+
+def test_the_boundary_check_built_with_an_empty_key_child_leaves_it_out():
+    def empty_key(c, s, a, b):
+        a.key = ()
+
+    assert Watched(empty_key).check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+
+
+def test_a_mamba_value_of_other_than_one_slot_fails_the_kv_check_on_either_tier():
+    """Zero slots, or two that both hold the prefix's state (so only the length is wrong), on the device or the
+    host: the named check reads ``[m]`` from neither."""
+    from simcache.pools import mamba_fingerprint
+    got = []
+    for field, pool in (("mamba_value", "device_mamba"), ("mamba_host_value", "host_mamba")):
+        w = Watched()
+        a, p = w.a, getattr(w.cache.pools, pool)
+        old = getattr(a, field)
+        setattr(a, field, [])
+        got.append(w.check())
+        extra = p.alloc(1)
+        p.write(extra, [mamba_fingerprint([1, 2, 3])])
+        setattr(a, field, old + extra)
+        got.append(w.check())
+        setattr(a, field, old)
+        p.free(extra)
+        got.append(w.check())
+    assert got == [{"kv_content", "no_leak", "size_counters"}, {"kv_content", "size_counters"}, set(),
+                   {"kv_content", "no_leak"}, {"kv_content"}, set()]
+
+
+def test_a_value_list_that_is_another_fields_list_is_read_as_its_own():
+    """A node's lists are remembered by identity: a field given the very list another field holds (its own slots
+    now) is read again, on every pairing of fields the remembered lists could be confused by."""
+    got = []
+    w = Watched()
+    w.b.value = w.b.host_value  # device slot 3 instead of 5
+    got.append(w.check())
+    w = Watched()
+    w.a.host_value = w.a.mamba_value  # host slot 0 instead of 2
+    got.append(w.check())
+    w = Watched()
+    p = w.cache.pools.host_mamba
+    moved = p.alloc(1)  # B's host Mamba state moved to a new slot (a new list), the old slot freed: all good
+    p.write(moved, p.read(w.b.mamba_host_value))
+    p.free(w.b.mamba_host_value)
+    w.b.mamba_host_value = moved
+    got.append(w.check())
+    w.b.mamba_value = w.b.mamba_host_value  # the device Mamba slot of that number instead of 1
+    got.append(w.check())
+    assert got == [{"kv_content", "no_leak"}, {"kv_content", "no_leak"}, set(), {"kv_content", "no_leak"}]
+
+
+def test_a_field_given_a_new_list_of_the_same_length_is_read_again():
+    got = []
+    for field, pool in (("host_value", "host_kv"), ("mamba_value", "device_mamba"),
+                        ("mamba_host_value", "host_mamba")):
+        w = Watched()
+        p = getattr(w.cache.pools, pool)
+        new = p.alloc(1)
+        p.write(new, p.read(getattr(w.a, field)))
+        setattr(w.a, field, new)  # the old slot is left allocated, the new one holds the same content
+        got.append(w.check())
+    assert got == [{"no_leak"}] * 3
+
+
+def test_a_value_list_changed_in_place_and_written_back_is_read_again():
+    """Each of A's four lists grows to two slots (a new list), then loses the second slot in place and is written
+    back (the same list object, now one slot shorter): the slot it lost is no longer referenced."""
+    got = []
+    for field, pool in (("value", "device_kv"), ("host_value", "host_kv"), ("mamba_value", "device_mamba"),
+                        ("mamba_host_value", "host_mamba")):
+        w = Watched()
+        p = getattr(w.cache.pools, pool)
+        extra = p.alloc(1)
+        setattr(w.a, field, getattr(w.a, field) + extra)
+        got.append(w.check())
+        lst = getattr(w.a, field)
+        lst.pop()
+        setattr(w.a, field, lst)
+        got.append(w.check())
+    assert got == [{"size_counters"}, {"no_leak"}, set(), {"no_leak"}, {"kv_content", "size_counters"}, {"no_leak"},
+                   {"kv_content"}, {"no_leak"}]
+
+
+def test_an_empty_value_list_still_counts_as_present_when_its_node_is_read_again():
+    """``[]`` is a value (the node is on that tier with no slots): it stays wanted in its LRU list when the node is
+    re-examined later with the same lists (the remembered share)."""
+    got = []
+    for field in ("value", "mamba_value", "mamba_host_value"):
+        w = Watched()
+        setattr(w.a, field, [])
+        got.append(w.check())
+        w.a.full_lock_ref = 0  # a write that changes nothing: A is read again, its lists the same
+        got.append(w.check())
+    assert got == [{"no_leak", "size_counters"}] * 2 + [{"kv_content", "no_leak", "size_counters"}] * 2 + \
+        [{"kv_content", "no_leak"}] * 2
