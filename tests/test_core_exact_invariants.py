@@ -20,6 +20,7 @@ from trace_cases import cases
 
 from simcache import invariants
 from simcache.invariants import INVARIANTS, BoundaryCheck, check_all, failing
+from simcache.node import TreeNode
 from simcache.ops_run import check_doc, execute
 from simcache.simulate import simulate
 from simcache.trace import Recorder
@@ -666,3 +667,29 @@ def test_an_empty_value_list_still_counts_as_present_when_its_node_is_read_again
         got.append(w.check())
     assert got == [{"no_leak", "size_counters"}] * 2 + [{"kv_content", "no_leak", "size_counters"}] * 2 + \
         [{"kv_content", "no_leak"}] * 2
+
+
+def test_each_notification_tracks_a_node_the_build_did_not_and_moved_rescans_a_dict():
+    """A detached node nothing holds is not tracked by the build. Named by an event (``see``), moved (``moved``) or
+    relinked (``relinked``), it is tracked from then on: a write to it is seen, here through the device leaf S whose
+    dict still lists it. ``moved`` on a node whose dict lost an entry in place makes the walk read its dict again."""
+    def setup(c, s, a, b):
+        a.parent = c.root_node  # S lists A, which points to the root: A is detached
+        for holder in (c.evictable_full_device_leaves, c.full_lru_list, c.mamba_lru_list, c.mamba_host_lru_list):
+            (holder.discard if holder is c.evictable_full_device_leaves else holder.remove_node)(a)
+        b.value = None  # S's only device child is A now
+        c.evictable_full_device_leaves.discard(b)
+        c.evictable_full_device_leaves.add(s)
+
+    before = {"leaf_sets", "lru_membership", "no_leak", "size_counters"}
+    for notify in ("see", "moved", "relinked"):
+        w = Watched(setup)
+        assert type(w.a) is TreeNode and w.check() == before
+        getattr(w.bc, notify)(*((w.s, w.a) if notify == "relinked" else (w.a,)))
+        assert w.check() == before
+        w.a.value = None  # S lists no device child now
+        assert w.check() == before - {"leaf_sets"}, notify
+    w = Watched()
+    w.s.children.pop(3)  # A leaves S's dict in place (no event), then S is reported moved
+    w.bc.moved(w.s)
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
