@@ -23,11 +23,28 @@ from operator import itemgetter, not_
 
 from .node import TreeNode
 from .pools import kv_fingerprints, mamba_fingerprint
-from .state import attached_ids, dfs, held_by, holder_map, referenced_slots
+from .state import attached_ids, held_by, holder_map, referenced_slots
 
 
 def _name(n) -> str:
     return f"node {n.id} [{','.join(map(str, n.key))}]"
+
+
+def _tree(cache) -> list:
+    """The attached nodes, each once, in ``state.dfs``'s order (preorder, siblings sorted by key), following only
+    the links whose parent pointer and child key agree (``attached_ids``' rule). ``dfs`` follows every dict entry
+    that names an attached node, so a node also listed by a node that is not its parent would be counted twice
+    there (and an attached ancestor listed below itself would never end)."""
+    root, ck = cache.root_node, cache.child_key
+    out, stack = [], [root]
+    while stack:
+        n = stack.pop()
+        if n is not root:
+            out.append(n)
+        kids = sorted((c for k, c in n.children.items() if c.parent is n and len(c.key) > 0 and ck(c.key) == k),
+                      key=lambda c: c.key)
+        stack.extend(reversed(kids))
+    return out
 
 
 def attachment(cache, live) -> str | None:
@@ -39,7 +56,7 @@ def attachment(cache, live) -> str | None:
 
 
 def tier_monotonicity(cache, live) -> str | None:
-    for _, n in dfs(cache):
+    for n in _tree(cache):
         if n.value is None:
             if n.host_value is None:
                 return f"{_name(n)} is in the tree but on neither tier"
@@ -52,7 +69,7 @@ def tier_monotonicity(cache, live) -> str | None:
 def backup_continuity(cache, live) -> str | None:
     if cache.config.policy == "write_back":
         return None
-    for _, n in dfs(cache):
+    for n in _tree(cache):
         p = n.parent
         if n.host_value is not None and p is not cache.root_node and p.host_value is None:
             return f"{_name(n)} is backed up but its parent {_name(p)} is not"
@@ -72,7 +89,7 @@ def leaf_sets(cache, live) -> str | None:
 
 
 def lru_membership(cache, live) -> str | None:
-    nodes = [n for _, n in dfs(cache)]
+    nodes = _tree(cache)
     want_full = {n.id for n in nodes if n.value is not None}
     have_full = set(cache.full_lru_list.cache)
     if want_full != have_full:
@@ -95,7 +112,7 @@ def _diff(name, want, have) -> str:
 
 
 def size_counters(cache, live) -> str | None:
-    nodes = [n for _, n in dfs(cache)]
+    nodes = _tree(cache)
     dev = sum(len(n.value) for n in nodes if n.value is not None)
     prot = sum(len(n.value) for n in nodes if n.value is not None and n.full_lock_ref > 0)
     if (cache.full_evictable_size_, cache.full_protected_size_) != (dev - prot, prot):
@@ -119,7 +136,7 @@ def no_double_free(cache, live) -> str | None:
 
 
 def no_leak(cache, live) -> str | None:
-    refs = referenced_slots(cache, live)
+    refs = referenced_slots(cache, live, _tree(cache))
     for name, p in cache.pools.all().items():
         leaked = p.accounting(refs[name]).leaked
         if leaked:
@@ -129,7 +146,7 @@ def no_leak(cache, live) -> str | None:
 
 def kv_content(cache, live) -> str | None:
     pools = cache.pools
-    for _, n in dfs(cache):
+    for n in _tree(cache):
         prefix = cache._node_prefix_tokens(n)
         want = kv_fingerprints(prefix, start=len(prefix) - len(n.key))
         for label, slots, pool in (("device", n.value, pools.device_kv), ("host", n.host_value, pools.host_kv)):
