@@ -805,3 +805,59 @@ def test_random_hand_edits_keep_the_three_checks_in_agreement():
     for seed in range(80):
         seen.update(fuzz_edits(seed))
     assert set(seen) == set(INVARIANTS) - {"no_double_free"}
+
+
+def test_slots_held_by_a_live_request_or_the_host_release_queue_are_not_leaked():
+    """A used slot nobody in the tree refers to is a leak unless a live request (its KV past the cached prefix, its
+    Mamba slot, its track buffer) or a page waiting in the host release queue refers to it."""
+    w = Watched()
+    c, r = w.cache, w.live[0]
+    assert (r.kv, r.cache_protected_len, r.mamba_pool_idx, r.track_buffer) == ([6, 7], 0, 2, None)
+    r.cache_protected_len = 1  # slot 6 is the cached prefix's now, and no node holds it
+    assert w.check() == {"no_leak"}
+    r.cache_protected_len = 0
+    r.tokens = r.tokens[:1]  # slot 7 is past the request's tokens
+    assert w.check() == {"no_leak"}
+    r.tokens = [5, 6]
+    assert w.check() == set()
+    got = []
+    for pool in ("device_mamba", "host_kv"):
+        extra = getattr(c.pools, pool).alloc(1)
+        got.append(w.check())
+        if pool == "device_mamba":
+            r.track_buffer = extra[0]
+        else:
+            c.controller.host_mem_release_queue.append(list(extra))
+        got.append(w.check())
+    assert got == [{"no_leak"}, set(), {"no_leak"}, set()]
+    r.mamba_pool_idx, r.track_buffer = r.track_buffer, None  # its Mamba slot moves: slot 2 is left to nobody
+    assert w.check() == {"no_leak"}
+
+
+def test_two_nodes_failing_the_same_check_are_repaired_one_at_a_time():
+    """Each node's share of a check is counted: with A and B both failing it, repairing one leaves it failing and
+    repairing the other clears it (a Mamba value of no slot, a node on neither tier, a backup under a parent
+    without one)."""
+    got = []
+    for fields in (("mamba_value",), ("value", "host_value")):
+        w = Watched()
+        a, b = w.a, w.b
+        saved = {n: {f: getattr(n, f) for f in fields} for n in (a, b)}
+        for n in (a, b):
+            for f in fields:
+                setattr(n, f, [] if f == "mamba_value" else None)
+        got.append(w.check())
+        for n in (a, b):
+            for f, v in saved[n].items():
+                setattr(n, f, v)
+            got.append(w.check())
+    w = Watched()
+    host = w.s.host_value
+    w.s.host_value = None  # A and B are backed up under a parent that is not
+    got.append(w.check())
+    w.s.host_value = host
+    got.append(w.check())
+    assert got == [{"kv_content", "no_leak", "size_counters"}, {"kv_content", "no_leak", "size_counters"}, set(),
+                   {"leaf_sets", "lru_membership", "no_leak", "size_counters", "tier_monotonicity"},
+                   {"leaf_sets", "lru_membership", "no_leak", "size_counters", "tier_monotonicity"}, set(),
+                   {"backup_continuity", "no_leak"}, set()]
