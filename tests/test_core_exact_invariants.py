@@ -465,6 +465,7 @@ class Watched:
         rec.attach(self.cache, self.drv)
         self.bc = rec._bc
         self.live = list(self.drv.live.values())
+        self.memo: dict = {}
         if not breaks:
             assert self.check() == set()
 
@@ -473,6 +474,7 @@ class Watched:
         got = self.bc.failing(self.live)
         want = named(self.cache, self.live)
         assert got == failing(self.cache, self.live) == want, (sorted(got), sorted(want))
+        assert failing(self.cache, self.live, self.memo) == want, "failing with a memo kept between checks"
         return got
 
 
@@ -720,7 +722,7 @@ def fuzz_edits(seed: int, n: int = 12) -> Counter:
     rec = Recorder(snapshots=False)
     rec.replayable = True
     rec.attach(cache, drv)
-    w.bc = rec._bc
+    w.bc, w.memo = rec._bc, {}
     rng = random.Random(seed)
     known = [nd for _, nd in dfs(cache)]
     seen: Counter = Counter(w.check())
