@@ -713,7 +713,7 @@ def fuzz_edits(seed: int, n: int = 12) -> Counter:
     and without the parent pointer, parent pointers moved, children dicts replaced, keys rewritten, values,
     locks, leaf sets and LRU lists), each reported as the cache reports it, with the three checks compared after
     each. Returns how often each invariant failed."""
-    cache = HiMambaRadixCache(CacheConfig(policy="write_through", device="cpu"))
+    cache = HiMambaRadixCache(CacheConfig(policy="write_back" if seed % 4 == 3 else "write_through", device="cpu"))
     drv = Driver(cache)
     for i, op in enumerate(FUZZ_OPS):
         drv.apply(op, i)
@@ -742,7 +742,8 @@ def fuzz_edits(seed: int, n: int = 12) -> Counter:
 
     log = []
     for _ in range(n):
-        kind = rng.choice(["split", "detach", "attach", "repoint", "redict", "rekey", "value", "leaf", "lru"])
+        kind = rng.choice(["split", "detach", "attach", "repoint", "redict", "rekey", "value", "leaf", "lru",
+                           "pool"])
         x = pick()
         p = rng.choice(known)
         if kind == "split" and len(x.key) > 1:
@@ -762,7 +763,8 @@ def fuzz_edits(seed: int, n: int = 12) -> Counter:
         elif kind == "rekey":
             x.key = x.key[:1] + tuple(rng.randint(1, 3) for _ in x.key[1:])
         elif kind == "value":
-            field = rng.choice(["value", "host_value", "mamba_value", "full_lock_ref", "mamba_lock_ref"])
+            field = rng.choice(["value", "host_value", "mamba_value", "mamba_host_value", "full_lock_ref",
+                                "mamba_lock_ref", "host_ref_counter"])
             old = getattr(x, field)
             setattr(x, field, (old + rng.choice([-1, 1])) if isinstance(old, int) else
                     None if old is not None and rng.random() < 0.6 else list(old or [rng.randrange(8)]))
@@ -775,6 +777,10 @@ def fuzz_edits(seed: int, n: int = 12) -> Counter:
                 lru.remove_node(x)
             elif x.value is not None:
                 lru.insert_mru(x)
+        elif kind == "pool":  # a slot leaked, or a used one freed (its owner, if any, keeps it)
+            pool = getattr(cache.pools, rng.choice(["device_kv", "host_kv", "device_mamba", "host_mamba"]))
+            used = [i for i, f in enumerate(pool._free_count) if f == 0]
+            pool.alloc(1) if rng.random() < 0.5 or not used else pool.free([rng.choice(used)])
         log.append((kind, x.id, p.id))
         try:
             seen.update(w.check())
