@@ -538,8 +538,9 @@ def test_the_boundary_check_built_on_a_broken_state_names_what_is_broken():
 
 
 def test_writes_right_after_the_build_are_seen_on_attached_and_on_detached_held_nodes():
-    """The build tracks every attached node and every node a structure holds (a detached leaf-set member too), so
-    a write straight after it, before any event names the node, is seen at the next boundary."""
+    """The build tracks every attached node (one nothing holds too) and every node a structure holds (a detached
+    leaf-set member too), so a write straight after it, before any event names the node, is seen at the next
+    boundary."""
     w = Watched()
     w.a.full_lock_ref += 1
     assert w.check() == {"leaf_sets", "size_counters"}
@@ -553,6 +554,16 @@ def test_writes_right_after_the_build_are_seen_on_attached_and_on_detached_held_
     assert w.check() == held
     w.b.value = [5]  # a device leaf again, but still detached
     assert w.check() == held - {"leaf_sets"}
+
+    def unlist_a(c, s, a, b):  # attached, held by nothing
+        c.evictable_full_device_leaves.discard(a)
+        for lru in (c.full_lru_list, c.mamba_lru_list, c.mamba_host_lru_list):
+            lru.remove_node(a)
+
+    w = Watched(unlist_a)
+    assert w.check() == {"lru_membership"}
+    w.a.full_lock_ref += 1
+    assert w.check() == {"lru_membership", "size_counters"}
 
 
 def test_a_parent_pointer_moved_right_after_the_build_detaches_the_node():
