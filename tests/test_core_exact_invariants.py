@@ -880,3 +880,16 @@ def test_two_nodes_failing_the_same_check_are_repaired_one_at_a_time():
                    {"leaf_sets", "lru_membership", "no_leak", "size_counters", "tier_monotonicity"},
                    {"leaf_sets", "lru_membership", "no_leak", "size_counters", "tier_monotonicity"}, set(),
                    {"backup_continuity", "no_leak"}, set()]
+
+
+def test_a_kv_list_of_the_wrong_length_still_refers_to_its_slots_until_it_is_dropped():
+    """A's device KV grows to two slots for a one-token key: not compared, but its slots are referenced; when A
+    leaves the device (its only change in that pool: references dropped, no content), both slots are leaked."""
+    w = Watched()
+    extra = w.cache.pools.device_kv.alloc(1)
+    w.a.value = w.a.value + extra
+    assert w.check() == {"size_counters"}
+    w.a.value = None
+    assert w.check() == {"leaf_sets", "lru_membership", "no_leak", "size_counters"}
+    assert invariants.no_leak(w.cache, w.live) == \
+        f"device_kv slot(s) [2, {extra[0]}] are allocated but nobody refers to them"
