@@ -893,3 +893,16 @@ def test_a_kv_list_of_the_wrong_length_still_refers_to_its_slots_until_it_is_dro
     assert w.check() == {"leaf_sets", "lru_membership", "no_leak", "size_counters"}
     assert invariants.no_leak(w.cache, w.live) == \
         f"device_kv slot(s) [2, {extra[0]}] are allocated but nobody refers to them"
+
+
+def test_an_evicted_parent_is_checked_again_when_its_last_device_child_leaves_the_device():
+    w = Watched()
+    w.s.value = None  # S is evicted above its device children A and B
+    got = [w.check()]
+    w.a.value = None
+    got.append(w.check())
+    w.b.value = None  # no device child left: S is a good evicted node
+    got.append(w.check())
+    assert got == [{"lru_membership", "no_leak", "size_counters", "tier_monotonicity"},
+                   {"leaf_sets", "lru_membership", "no_leak", "size_counters", "tier_monotonicity"},
+                   {"leaf_sets", "lru_membership", "no_leak", "size_counters"}]
