@@ -906,3 +906,28 @@ def test_an_evicted_parent_is_checked_again_when_its_last_device_child_leaves_th
     assert got == [{"lru_membership", "no_leak", "size_counters", "tier_monotonicity"},
                    {"leaf_sets", "lru_membership", "no_leak", "size_counters", "tier_monotonicity"},
                    {"leaf_sets", "lru_membership", "no_leak", "size_counters"}]
+
+
+def test_a_node_moved_by_replacing_children_dicts_is_attached_under_its_new_parent():
+    """A moves from S to B by new dicts (S's without it, B's with it) and its parent pointer: it stays attached,
+    now under B (its prefix [1,2,4,3], so its contents no longer match); moved back the same way, all is good."""
+    w = Watched()
+    s, a, b = w.s, w.a, w.b
+    a.parent = b
+    b.children = {3: a}
+    s.children = {4: b}
+    assert w.check() == {"kv_content", "leaf_sets"}
+    assert [n.id for n in invariants._tree(w.cache)] == [8, 9, 7]
+    a.parent = s
+    b.children = {}
+    s.children = {3: a, 4: b}
+    assert w.check() == set()
+    w.cache._detach(s, a)  # the same move, S's entry popped in place, B given a new dict holding A
+    a.parent = b
+    b.children = {3: a}
+    assert w.check() == {"kv_content", "leaf_sets"}
+    fresh = TreeNode(99, 0.0, (7,))  # a node no event named, put in place by a new dict: on neither tier
+    fresh.parent = s
+    s.children = {**s.children, 7: fresh}
+    assert w.check() == {"kv_content", "leaf_sets", "tier_monotonicity"}
+    assert invariants.tier_monotonicity(w.cache, w.live) == "node 99 [7] is in the tree but on neither tier"
