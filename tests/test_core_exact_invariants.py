@@ -719,14 +719,11 @@ FUZZ_OPS = [{"op": "request", "tokens": t} for t in
     [{"op": "events"}, {"op": "evict", "n": 3}, {"op": "start", "tokens": [1, 2, 3, 4, 16]}]
 
 
-def fuzz_edits(seed: int, n: int = 12) -> Counter:
-    """``n`` random edits by hand to a small tree (splits of attached and detached nodes, detaches, attaches with
-    and without the parent pointer, parent pointers moved, children dicts replaced, keys rewritten, values,
-    locks, leaf sets and LRU lists), each reported as the cache reports it, with the three checks compared after
-    each. Returns how often each invariant failed."""
-    cache = HiMambaRadixCache(CacheConfig(policy="write_back" if seed % 4 == 3 else "write_through", device="cpu"))
+def watched_on(ops, policy: str = "write_through") -> Watched:
+    """``Watched`` on the cache ``ops`` leave (``FUZZ_OPS``: [1] and [9,10] under the root, each with a subtree)."""
+    cache = HiMambaRadixCache(CacheConfig(policy=policy, device="cpu"))
     drv = Driver(cache)
-    for i, op in enumerate(FUZZ_OPS):
+    for i, op in enumerate(ops):
         drv.apply(op, i)
     w = Watched.__new__(Watched)
     w.cache, w.drv, w.live = cache, drv, list(drv.live.values())
@@ -734,6 +731,16 @@ def fuzz_edits(seed: int, n: int = 12) -> Counter:
     rec.replayable = True
     rec.attach(cache, drv)
     w.bc, w.memo = rec._bc, {}
+    return w
+
+
+def fuzz_edits(seed: int, n: int = 12) -> Counter:
+    """``n`` random edits by hand to a small tree (splits of attached and detached nodes, detaches, attaches with
+    and without the parent pointer, parent pointers moved, children dicts replaced, keys rewritten, values,
+    locks, leaf sets and LRU lists), each reported as the cache reports it, with the three checks compared after
+    each. Returns how often each invariant failed."""
+    w = watched_on(FUZZ_OPS, "write_back" if seed % 4 == 3 else "write_through")
+    cache = w.cache
     rng = random.Random(seed)
     known = [nd for _, nd in dfs(cache)]
     seen: Counter = Counter(w.check())
@@ -931,3 +938,41 @@ def test_a_node_moved_by_replacing_children_dicts_is_attached_under_its_new_pare
     s.children = {**s.children, 7: fresh}
     assert w.check() == {"kv_content", "leaf_sets", "tier_monotonicity"}
     assert invariants.tier_monotonicity(w.cache, w.live) == "node 99 [7] is in the tree but on neither tier"
+
+
+def test_two_subtrees_leaving_and_joining_in_one_boundary_are_both_counted():
+    """[1] and [9,10] (each with a subtree) are detached in one operation, then attached again in one: every node
+    below them leaves and rejoins the counts, whichever of the two the walk finds first. Then a key is rewritten
+    in its slot while a child leaves it in place: the child is not re-attached with the rewritten subtree."""
+    w = watched_on(FUZZ_OPS)
+    c, root = w.cache, w.cache.root_node
+    assert w.check() == set()
+    one, nine = root.children[1], root.children[9]
+    assert (one.key, nine.key, sorted(nine.children)) == ((1,), (9, 10), [11, 13])
+    c._detach(root, one)
+    c._detach(root, nine)
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+    c._attach(root, one)
+    c._attach(root, nine)
+    assert w.check() == set()
+    below = invariants._tree(c)
+    c._detach(root, one)
+    c._detach(root, nine)
+    for n in below:  # and every holder and counter let go of them: only their slots are left (leaked)
+        c.evictable_full_device_leaves.discard(n)
+        c.evictable_full_host_leaves.discard(n)
+        for lru in (c.full_lru_list, c.mamba_lru_list, c.mamba_host_lru_list):
+            if lru.in_list(n):
+                lru.remove_node(n)
+    c.full_evictable_size_ = c.full_protected_size_ = c.mamba_evictable_size_ = c.mamba_protected_size_ = 0
+    assert w.check() == {"no_leak"}
+    c._attach(root, one)
+    c._attach(root, nine)
+    assert w.check() == {"lru_membership", "size_counters"}
+    w = watched_on(FUZZ_OPS)
+    nine = w.cache.root_node.children[9]
+    leaf = nine.children[13]
+    nine.key = (9, 11)
+    w.cache._detach(nine, leaf)
+    assert w.check() == {"attachment", "kv_content", "lru_membership", "no_leak", "size_counters"}
+    assert invariants.attachment(w.cache, w.live).startswith(f"node {leaf.id} [13] is detached but still held by")
