@@ -518,6 +518,7 @@ def test_a_detached_leaf_set_member_is_checked_again_when_a_child_enters_its_dic
     c._detach(s, b)  # B is detached and still in the device leaf set (and the lists)
     assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
     c._attach(b, a)  # B lists A (on device), which still points to S: B is no device leaf
+    c._attach(s, a)  # (and S's entry for A is written again: a second link in the same operation)
     assert w.check() == {"attachment", "leaf_sets", "lru_membership", "no_leak", "size_counters"}
     c._detach(b, a)
     assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
@@ -938,6 +939,8 @@ def test_a_node_moved_by_replacing_children_dicts_is_attached_under_its_new_pare
     s.children = {**s.children, 7: fresh}
     assert w.check() == {"kv_content", "leaf_sets", "tier_monotonicity"}
     assert invariants.tier_monotonicity(w.cache, w.live) == "node 99 [7] is in the tree but on neither tier"
+    fresh.host_value = []  # tracked from its first boundary on: on the host now (no slots, not compared)
+    assert w.check() == {"kv_content", "leaf_sets"}
 
 
 def test_two_subtrees_leaving_and_joining_in_one_boundary_are_both_counted():
@@ -976,3 +979,16 @@ def test_two_subtrees_leaving_and_joining_in_one_boundary_are_both_counted():
     w.cache._detach(nine, leaf)
     assert w.check() == {"attachment", "kv_content", "lru_membership", "no_leak", "size_counters"}
     assert invariants.attachment(w.cache, w.live).startswith(f"node {leaf.id} [13] is detached but still held by")
+
+
+def test_every_child_of_a_node_whose_host_value_changed_is_checked_again():
+    """S loses its host KV while one of its children loses its own too: the other child, untouched, is backed up
+    under a parent that is not, found only if every child of S is read again; S gets its host KV back: good."""
+    for name in ("a", "b"):
+        w = Watched()
+        host = w.s.host_value
+        w.s.host_value = None
+        getattr(w, name).host_value = None
+        assert w.check() == {"backup_continuity", "no_leak"}
+        w.s.host_value = host
+        assert w.check() == {"no_leak"}
