@@ -992,3 +992,50 @@ def test_every_child_of_a_node_whose_host_value_changed_is_checked_again():
         assert w.check() == {"backup_continuity", "no_leak"}
         w.s.host_value = host
         assert w.check() == {"no_leak"}
+
+
+def test_a_pool_that_is_no_numpy_view_makes_the_boundary_check_answer_with_failing(monkeypatch):
+    """A pool whose data is not a CPU numpy view (a GPU pool) cannot be compared through ``_np``: the boundary check
+    answers with ``failing`` (the live requests and its memo passed on), here on a state that fails twice."""
+    calls = []
+    real = invariants.failing
+
+    def counted(cache, live=(), memo=None):
+        calls.append((cache, list(live), memo))
+        return real(cache, live, memo)
+
+    w = Watched()
+    monkeypatch.setattr(invariants, "failing", counted)
+    w.cache.pools.device_kv._np = None
+    w.a.full_lock_ref += 1
+    assert w.bc.failing(w.live) == {"leaf_sets", "size_counters"} == named(w.cache, w.live)
+    assert [call[:2] for call in calls] == [(w.cache, w.live)]
+
+
+def test_a_detached_node_held_only_by_one_in_flight_map_fails_attachment():
+    """A leaves the tree and every list and set, held only by one of the in-flight maps (write-through, load-back,
+    storage backup, a prefetch's anchor): attachment fails through that map alone; let go, only its slots leak."""
+    from types import SimpleNamespace
+
+    from simcache.storage import PrefetchInFlight
+    no_mamba = SimpleNamespace(mamba=None)  # a prefetch operation that reserved no host Mamba slot
+    holders = [lambda c, a: c.ongoing_write_through.__setitem__(a.id, a),
+               lambda c, a: c.ongoing_load_back.__setitem__(a.id, a),
+               lambda c, a: c.ongoing_backup.__setitem__(1, (a, False)),
+               lambda c, a: c.ongoing_prefetch.__setitem__("pf", PrefetchInFlight(a, [], [], no_mamba))]
+    got = []
+    for hold in holders:
+        w = Watched()
+        c, a = w.cache, w.a
+        c._detach(w.s, a)
+        c.evictable_full_device_leaves.discard(a)
+        for lru in (c.full_lru_list, c.mamba_lru_list, c.mamba_host_lru_list):
+            lru.remove_node(a)
+        c.full_evictable_size_ -= 1
+        c.mamba_evictable_size_ -= 1
+        hold(c, a)
+        got.append(w.check())
+        for held in (c.ongoing_write_through, c.ongoing_load_back, c.ongoing_backup, c.ongoing_prefetch):
+            held.clear()
+        got.append(w.check())
+    assert got == [{"attachment", "no_leak"}, {"no_leak"}] * 4
