@@ -1039,3 +1039,22 @@ def test_a_detached_node_held_only_by_one_in_flight_map_fails_attachment():
             held.clear()
         got.append(w.check())
     assert got == [{"attachment", "no_leak"}, {"no_leak"}] * 4
+
+
+def test_two_slots_shared_at_once_then_one_parted_leave_the_other_still_shared():
+    """A takes S's first device slot and B its second: two slots owned twice at once (the boundary check answers
+    with ``failing``). A gets its own back: S's second slot is still owned twice, and its content (S's or B's,
+    one variant each) fails the other owner's check."""
+    from simcache.pools import kv_fingerprints
+    for holds in ("S", "B"):
+        w = Watched()
+        s, a, b, dev = w.s, w.a, w.b, w.cache.pools.device_kv
+        a_value, b_value = a.value, b.value
+        if holds == "B":
+            dev.write(s.value[1:], kv_fingerprints([1, 2, 4], start=2))
+        a.value, b.value = s.value[:1], s.value[1:]
+        assert w.check() == {"kv_content", "no_leak"}
+        a.value = a_value
+        assert w.check() == {"kv_content", "no_leak"}
+        b.value = b_value
+        assert w.check() == ({"kv_content"} if holds == "B" else set())
