@@ -1058,3 +1058,10 @@ def test_two_slots_shared_at_once_then_one_parted_leave_the_other_still_shared()
         assert w.check() == {"kv_content", "no_leak"}
         b.value = b_value
         assert w.check() == ({"kv_content"} if holds == "B" else set())
+
+
+def test_a_child_dropped_by_a_new_dict_stays_dropped_when_a_dict_below_is_replaced_too():
+    w = Watched()
+    w.s.children = {4: w.b}  # A is left out of S's new dict (still pointing to S): detached
+    w.b.children = {}  # and B, below S, gets a new (empty) dict in the same operation
+    assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
