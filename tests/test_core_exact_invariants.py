@@ -7,6 +7,10 @@ compared are the gallery under every preset, a third of the frozen random operat
 write-back, page size 2), and a workload whose state is broken by hand after some operations and repaired after
 the next one (KV and Mamba contents, a slot owned twice, a Mamba value of two slots, counters, locks, host
 references, leaf sets, LRU lists, a leaked slot), so the incremental check must follow a violation in and out.
+
+``Watched`` drives the recorder's ``BoundaryCheck`` directly, one hand-made state at a time, each with its exact
+set: states only a hand can make (links that disagree, dicts replaced, keys rewritten, lists shared between fields
+or changed in place, each notification on its own), and ``fuzz_edits``, random hand edits over 80 seeds.
 """
 from __future__ import annotations
 
