@@ -1069,3 +1069,17 @@ def test_a_child_dropped_by_a_new_dict_stays_dropped_when_a_dict_below_is_replac
     w.s.children = {4: w.b}  # A is left out of S's new dict (still pointing to S): detached
     w.b.children = {}  # and B, below S, gets a new (empty) dict in the same operation
     assert w.check() == {"attachment", "lru_membership", "no_leak", "size_counters"}
+
+
+def test_a_host_pool_that_copies_with_streams_is_read_through_its_reads():
+    """A host pool with streams (as on CUDA) may have copies in flight: ``failing`` reads it through ``read`` (which
+    lands them), and the boundary check answers with ``failing``; a host KV slot overwritten is found either way."""
+    w = Watched()
+    host = w.cache.pools.host_kv
+    host.streams = object()  # no copy is in flight: reads of a host pool land pending copies, then read numpy
+    assert w.check() == set()
+    old = host.read(w.a.host_value)
+    host.write(w.a.host_value, [old[0] + 1])
+    assert w.check() == {"kv_content"}
+    host.write(w.a.host_value, old)
+    assert w.check() == set()
