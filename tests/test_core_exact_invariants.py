@@ -1083,3 +1083,14 @@ def test_a_host_pool_that_copies_with_streams_is_read_through_its_reads():
     assert w.check() == {"kv_content"}
     host.write(w.a.host_value, old)
     assert w.check() == set()
+
+
+def test_the_named_checks_name_the_first_failing_sibling_by_key_not_by_age():
+    w = Watched()
+    a, b, dev = w.a, w.b, w.cache.pools.device_kv
+    a.last_access_time = b.last_access_time + 1  # A, key [3], is now the more recently used of the two
+    for n in (a, b):
+        dev.write(n.value, [0])
+    assert invariants.kv_content(w.cache, w.live) == \
+        "node 7 [3]: device KV does not hold what was written for its prefix"
+    assert w.check() == {"kv_content"}
