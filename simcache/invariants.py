@@ -23,11 +23,28 @@ from operator import itemgetter, not_
 
 from .node import TreeNode
 from .pools import kv_fingerprints, mamba_fingerprint
-from .state import attached_ids, dfs, held_by, holder_map, referenced_slots
+from .state import attached_ids, held_by, holder_map, referenced_slots
 
 
 def _name(n) -> str:
     return f"node {n.id} [{','.join(map(str, n.key))}]"
+
+
+def _tree(cache) -> list:
+    """The attached nodes, each once, in ``state.dfs``'s order (preorder, siblings sorted by key), following only
+    the links whose parent pointer and child key agree (``attached_ids``' rule). ``dfs`` follows every dict entry
+    that names an attached node, so a node also listed by a node that is not its parent would be counted twice
+    there (and an attached ancestor listed below itself would never end)."""
+    root, ck = cache.root_node, cache.child_key
+    out, stack = [], [root]
+    while stack:
+        n = stack.pop()
+        if n is not root:
+            out.append(n)
+        kids = sorted((c for k, c in n.children.items() if c.parent is n and len(c.key) > 0 and ck(c.key) == k),
+                      key=lambda c: c.key)
+        stack.extend(reversed(kids))
+    return out
 
 
 def attachment(cache, live) -> str | None:
@@ -39,7 +56,7 @@ def attachment(cache, live) -> str | None:
 
 
 def tier_monotonicity(cache, live) -> str | None:
-    for _, n in dfs(cache):
+    for n in _tree(cache):
         if n.value is None:
             if n.host_value is None:
                 return f"{_name(n)} is in the tree but on neither tier"
@@ -52,7 +69,7 @@ def tier_monotonicity(cache, live) -> str | None:
 def backup_continuity(cache, live) -> str | None:
     if cache.config.policy == "write_back":
         return None
-    for _, n in dfs(cache):
+    for n in _tree(cache):
         p = n.parent
         if n.host_value is not None and p is not cache.root_node and p.host_value is None:
             return f"{_name(n)} is backed up but its parent {_name(p)} is not"
@@ -72,7 +89,7 @@ def leaf_sets(cache, live) -> str | None:
 
 
 def lru_membership(cache, live) -> str | None:
-    nodes = [n for _, n in dfs(cache)]
+    nodes = _tree(cache)
     want_full = {n.id for n in nodes if n.value is not None}
     have_full = set(cache.full_lru_list.cache)
     if want_full != have_full:
@@ -95,7 +112,7 @@ def _diff(name, want, have) -> str:
 
 
 def size_counters(cache, live) -> str | None:
-    nodes = [n for _, n in dfs(cache)]
+    nodes = _tree(cache)
     dev = sum(len(n.value) for n in nodes if n.value is not None)
     prot = sum(len(n.value) for n in nodes if n.value is not None and n.full_lock_ref > 0)
     if (cache.full_evictable_size_, cache.full_protected_size_) != (dev - prot, prot):
@@ -119,7 +136,7 @@ def no_double_free(cache, live) -> str | None:
 
 
 def no_leak(cache, live) -> str | None:
-    refs = referenced_slots(cache, live)
+    refs = referenced_slots(cache, live, _tree(cache))
     for name, p in cache.pools.all().items():
         leaked = p.accounting(refs[name]).leaked
         if leaked:
@@ -129,7 +146,7 @@ def no_leak(cache, live) -> str | None:
 
 def kv_content(cache, live) -> str | None:
     pools = cache.pools
-    for _, n in dfs(cache):
+    for n in _tree(cache):
         prefix = cache._node_prefix_tokens(n)
         want = kv_fingerprints(prefix, start=len(prefix) - len(n.key))
         for label, slots, pool in (("device", n.value, pools.device_kv), ("host", n.host_value, pools.host_kv)):
@@ -378,6 +395,10 @@ class BoundaryCheck:
         self.own: dict[int, tuple] = {}  # node -> (its value lists and fingerprint entry, its owned slots, lengths)
         self.leaf_dev: dict[int, tuple[bool, bool]] = {}  # leaf-set member -> (not a leaf, detached)
         self.leaf_host: dict[int, tuple[bool, bool]] = {}
+        # the leaf checks read every child in a member's dict, also one whose parent pointer names another node:
+        # child -> the members whose dicts held it at their last check (id -> node), and member -> those children
+        self.readers: dict[int, dict] = {}
+        self.read: dict[int, tuple] = {}
         self.bad = dict.fromkeys(("tier", "backup", "mlen", "leaf", "held"), 0)
         self.sums = [0, 0, 0, 0]  # dev, prot, mall, mprot
         self.want_full: set[int] = set()
@@ -406,8 +427,10 @@ class BoundaryCheck:
         self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
         # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
         self._q: dict[str, tuple] = {p: ([], [], [], [], []) for p in _POOL_NAMES}
-        for n in self._subtree(root, _H0, 0):
-            self._recount(n)
+        for n in self._subtree(root, _H0, 0):  # the attached nodes below the root, each counted once
+            s = self._share_of(n)
+            self.share[id(n)] = (n, s)
+            self._apply(n, s, +1)
         self._flush()
         for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
             for n in s:
@@ -601,20 +624,14 @@ class BoundaryCheck:
             else:
                 mask[i] = want[i] = 0
 
-    def _recount(self, n) -> None:
-        new = self._share_of(n) if id(n) in self.att and n is not self.root else None
-        old = self.share.get(id(n))
-        if old is not None and new is not None and old[0] is n and old[1] == new:
-            return
-        if old is not None:
-            del self.share[id(n)]
-            self._apply(old[0], old[1], -1)
-        if new is not None:
-            self.share[id(n)] = (n, new)
-            self._apply(n, new, +1)
-
     def _releaf(self, n) -> None:
         cache, i = self.cache, id(n)
+        readers = self.readers
+        for j in self.read.pop(i, ()):
+            r = readers[j]
+            del r[i]
+            if not r:
+                del readers[j]
         for s, records in ((cache.evictable_full_device_leaves, self.leaf_dev),
                            (cache.evictable_full_host_leaves, self.leaf_host)):
             old = records.pop(i, None)
@@ -631,6 +648,10 @@ class BoundaryCheck:
                 rec = records[i] = (bool(b), i not in self.att)
                 self.bad["leaf"] += rec[0]
                 self.bad["held"] += rec[1]
+        if (i in self.leaf_dev or i in self.leaf_host) and n.children:
+            kids = self.read[i] = tuple({id(c) for c in n.children.values()})
+            for j in kids:
+                readers.setdefault(j, {})[i] = n
 
     # --- the check ---
     def failing(self, live=()) -> set[str]:
@@ -737,6 +758,15 @@ class BoundaryCheck:
             for n in group:
                 for c in self.kids.get(id(n), {}).values():
                     again[id(c)] = c
+        for p, _ in links:  # a dict entry changed: its holder's leaf checks read it (held or attached or not)
+            again[id(p)] = p
+        readers = self.readers
+        if readers:  # leaf-set members whose dicts list a child that changed (whatever its parent pointer says)
+            for group in (touched, moved, changed):
+                for n in group:
+                    r = readers.get(id(n))
+                    if r:
+                        again.update(r)
         nodes = [n for n in again.values() if isinstance(n, TreeNode)]
         shares = [self._share_of(n) if id(n) in self.att and n is not root else None for n in nodes]
         coming: dict[int, object] = {}  # node -> the owned entries its new share adds (default: all)

@@ -385,6 +385,18 @@ def test_the_tracking_buffer_holds_the_mamba_state_of_the_whole_pages():
     assert cache.pools.device_mamba.read([0, 1]) == [mamba_fingerprint([1, 2, 3]), mamba_fingerprint([1, 2])]
 
 
+def test_a_request_shorter_than_a_page_tracks_the_state_of_no_token():
+    """Page size 2, a one-token request: no whole page, so nothing is tracked (``mamba_last_track_seqlen`` None) and
+    its tracking buffer holds the Mamba state of the empty prefix, not of its one token."""
+    from simcache.pools import mamba_fingerprint
+    cache = make_cache("write_through", page_size=2)
+    drv = Driver(cache)
+    req = drv.live[drv.start([1])]
+    assert (req.mamba_pool_idx, req.track_buffer, req.mamba_last_track_seqlen) == (0, 1, None)
+    assert cache.pools.device_mamba.read([0, 1]) == [mamba_fingerprint([1]), mamba_fingerprint([])]
+    assert mamba_fingerprint([]) != mamba_fingerprint([1])
+
+
 def test_inject_counts_every_injected_mamba_state_as_evictable():
     cache = make_cache("write_through")
     Driver(cache).inject([{"key": [1], "device": True, "mamba": True}, {"key": [2], "device": True, "mamba": True}])
