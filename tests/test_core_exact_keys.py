@@ -65,11 +65,12 @@ def test_format_key_spells_every_kind_of_key_as_comma_separated_tokens():
 
 
 def test_page_hashes_are_fnv1a_64_chained_page_to_page():
-    # published FNV-1a 64 vectors ("a", and each prefix of "foobar") (the chain carries the hash on, so each page's hash is
-    # that of the whole prefix up to its end)
+    # published FNV-1a 64 vectors ("a", and each prefix of "foobar"); the chain carries the hash on, so each page's
+    # hash is that of the whole prefix up to its end
     assert page_hashes(tuple(b"a"), 1, None) == ["af63dc4c8601ec8c"]
     assert page_hashes(tuple(b"foobar"), 6, None) == ["85944171f73967e8"]
-    assert page_hashes(tuple(b"foobar"), 2, None) == ["08985907b541d342", "dd120e790c2512af", "85944171f73967e8"]
+    assert page_hashes(tuple(b"foobar"), 2, None) == [
+        "08985907b541d342", "dd120e790c2512af", "85944171f73967e8"]
     per_token = page_hashes(tuple(b"foobar"), 1, None)
     assert per_token == ["af63db4c8601ead9", "08985907b541d342", "dcb27518fed9d577", "dd120e790c2512af",
                          "cac165afa2fef40a", "85944171f73967e8"]  # "f", "fo", "foo", "foob", "fooba", "foobar"

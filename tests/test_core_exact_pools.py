@@ -6,8 +6,21 @@ import pytest
 import torch
 
 from simcache.errors import ConfigError
-from simcache.pools import (DoubleFree, PoolAccounting, Pools, SlotPool, _cpu_index, _index, _on, _span, copy_slots,
-                            kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of)
+from simcache.pools import (
+    DoubleFree,
+    PendingCopy,
+    PoolAccounting,
+    Pools,
+    SlotPool,
+    _cpu_index,
+    _index,
+    _on,
+    _span,
+    copy_slots,
+    kv_fingerprints,
+    mamba_fingerprint,
+    mamba_fingerprint_of,
+)
 from simcache.streams import _CPU, POISON, EmulatedStreams
 
 M62 = (1 << 62) - 1
@@ -80,11 +93,11 @@ def test_a_pool_on_another_device_makes_its_tensor_at_once_with_no_numpy_view():
 def test_a_missing_attribute_is_the_usual_attribute_error():
     pool = SlotPool("device_kv", 2)
     with pytest.raises(AttributeError) as e:
-        pool.nothing
+        _ = pool.nothing
     assert str(e.value) == "'SlotPool' object has no attribute 'nothing'"
     bare = SlotPool.__new__(SlotPool)  # no size yet: data is not made, it is missing
     with pytest.raises(AttributeError) as e:
-        bare.data
+        _ = bare.data
     assert str(e.value) == "'SlotPool' object has no attribute 'data'"
 
 
@@ -143,7 +156,7 @@ def test_accounting_names_each_kind_of_problem_sorted():
 
 def without_numpy_view(pool):
     """The pool as on a GPU: no numpy view, so writes, reads and copies go through torch indexing."""
-    pool._np  # made now, so that the next line is not undone by the first use
+    _ = pool._np  # made now, so that the next line is not undone by the first use
     pool._np = None
     return pool
 
@@ -178,7 +191,7 @@ def test_a_copy_between_a_pool_with_a_view_and_one_without_uses_torch():
 def test_index_helpers_keep_a_tensor_and_make_int64_tensors_of_anything_else():
     t = torch.tensor([3, 1])
     assert _index(t) is t and _index(range(2)) == [0, 1] and _index((5, 4)) == [5, 4]
-    assert _cpu_index(t) is t
+    assert _cpu_index(t) is t and _cpu_index([]).dtype == torch.int64 and _cpu_index([]).tolist() == []
     assert _cpu_index((5, 4)).tolist() == [5, 4] and _cpu_index(range(1, 3)).dtype == torch.int64
     on = _on([2, 0], torch.device("meta"))
     assert (on.device.type, on.dtype, tuple(on.shape)) == ("meta", torch.int64, (2,))
@@ -281,12 +294,21 @@ def test_a_load_reaches_the_device_before_the_models_next_read(src_slots, dst_sl
         assert copy.staged is None
     assert dev.data.tolist() == [0, 0, 0, 0] and not copy.done
     expected = [0, 0, 0, 0]
-    for s, d in zip(src_slots, dst_slots):
+    for s, d in zip(src_slots, dst_slots, strict=True):
         expected[d] = 20 + s
     assert dev.read([0, 1, 2, 3]) == expected  # the default stream waited for the load
     assert dev.data.tolist() == expected and not copy.done  # nothing on the host side completed it yet
     host.flush()
     assert copy.done and host.inflight == []
+
+
+def test_a_copy_between_a_plain_pool_and_a_streamed_one_runs_on_the_stream():
+    st, pools, dev, host, side = emulated_pools()
+    plain = SlotPool("host_kv", 2, host=True)
+    plain.write([0, 1], [4, 5])
+    copy = copy_slots(plain, [1, 0], dev, [0, 1], side)
+    assert isinstance(copy, PendingCopy) and plain.inflight == [copy] and dev.data.tolist() == [0, 0, 0, 0]
+    assert dev.read([0, 1]) == [5, 4]
 
 
 def test_without_a_stream_a_copy_on_streamed_pools_is_done_at_once():
@@ -303,8 +325,13 @@ def test_pools_are_made_on_the_device_named_with_pinning_only_on_a_gpu():
         ("device_kv", "device_kv", 3, _CPU, False, False), ("device_mamba", "device_mamba", 1, _CPU, False, False),
         ("host_kv", "host_kv", 5, _CPU, True, False), ("host_mamba", "host_mamba", 2, _CPU, True, False)]
     assert pools.streams is None and all(p.streams is None for p in pools.all().values())
-    same = Pools.create(1, 1, 1, 1, torch.device("cpu"))
-    assert same.device_kv.device == _CPU and same.streams is None
+    assert all(p.device is _CPU for p in pools.all().values())  # "cpu" names the one shared CPU device
+    same = Pools.create(1, 1, 1, 1, torch.device("cpu"))  # a device object is taken as it is
+    assert same.device_kv.device == _CPU and same.streams is None and not same.host_kv._pin
+    meta = Pools.create(2, 1, 2, 1, torch.device("meta"))  # another device: the device tier only, unpinned host
+    assert [(p.device.type, p._pin, p.streams) for p in meta.all().values()] == [
+        ("meta", False, None), ("meta", False, None), ("cpu", False, None), ("cpu", False, None)]
+    assert meta.device_kv.data.device.type == "meta" and meta.host_kv.data.device.type == "cpu"
     assert list(pools.all()) == list(Pools.NAMES) == ["device_kv", "device_mamba", "host_kv", "host_mamba"]
     with pytest.raises(ConfigError, match="not 'gpu'"):
         Pools.create(1, 1, 1, 1, "gpu")
