@@ -71,7 +71,10 @@ def recording(pool):
 def test_a_new_pool_has_every_slot_free_in_order_and_nothing_recorded():
     pool = SlotPool("host_mamba", 3, "cpu", host=True)
     assert (pool.name, pool.size, pool.host, pool.device) == ("host_mamba", 3, True, _CPU)
-    assert pool.device is _CPU and SlotPool("x", 1, torch.device("cpu")).device == _CPU
+    assert pool.device is _CPU
+    cpu = torch.device("cpu")  # a device object is kept as given, and a CPU pool's tensor still waits for first use
+    given = SlotPool("x", 1, cpu)
+    assert given.device is cpu and cpu is not _CPU and "data" not in given.__dict__ and given.read([0]) == [0]
     assert list(pool.free_slots) == [0, 1, 2] and pool._free_count == [1, 1, 1]
     assert (pool.double_frees, pool.num_allocs, pool.observer, pool.stack_fn()) == ([], 0, None, ())
     assert (pool.streams, pool.inflight, pool.readers, pool._staging) == (None, [], [], None)
