@@ -200,7 +200,7 @@ def test_index_helpers_keep_a_tensor_and_make_int64_tensors_of_anything_else():
     assert (on.device.type, on.dtype, tuple(on.shape)) == ("meta", torch.int64, (2,))
     moved = _on(t, torch.device("meta"))
     assert (moved.device.type, tuple(moved.shape)) == ("meta", (2,))
-    assert _on(range(2, 4), _CPU).tolist() == [2, 3] and _on(t, _CPU) is t
+    assert _on(range(2, 4), _CPU).tolist() == [2, 3] and _on(t, _CPU) is t and _on([], _CPU).dtype == torch.int64
 
 
 @pytest.mark.parametrize("slots, span", [
