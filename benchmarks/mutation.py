@@ -55,6 +55,28 @@ MODULES = {
     "simcache/requests.py": [*CORE, "tests/test_core_exact_requests.py"],
     "simcache/storage.py": [*CORE, "tests/test_main_2026_06.py", "tests/test_core_exact_storage.py"],
     "simcache/lru.py": ["tests/test_lru.py", *CORE, "tests/test_core_exact_lru.py"],
+    # pools.py: its own tests, the copies through the controller and the cache, and the stream emulation's tests
+    # without the one-shot GPU script (40 s a run: it runs every other step again in subprocesses)
+    "simcache/pools.py": ["tests/test_pools.py", "tests/test_core_exact_pools.py", "tests/test_data_integrity.py",
+                          "tests/test_core_exact_controller.py",
+                          *(f"tests/test_streams.py::test_{name}" for name in (
+                              "stream_work_waits_until_its_event_is_synchronized_and_reads_as_poison_until_then",
+                              "a_forced_stream_runs_everything_it_holds_and_a_wait_runs_the_other_stream_first",
+                              "eager_default_runs_the_model_at_once_and_its_wait_forces_the_side_stream",
+                              "a_dropped_index_tensor_serves_the_next_upload_on_its_stream_only",
+                              "a_backup_reaches_the_host_pool_only_when_its_copy_completes",
+                              "the_device_is_cpu_unless_asked_and_a_cpu_cache_has_no_streams_or_pinned_memory",
+                              "a_bad_device_is_one_sentence",
+                              "every_gallery_scenario_gives_the_same_outcome_trace_and_contents_under_the_emulation",
+                              "random_programs_give_the_same_report_and_contents_under_the_emulation",
+                              "every_ordering_probe_passes_plain_and_emulated",
+                              "the_emulation_really_defers_a_caches_copies_until_something_needs_them",
+                              "removing_any_one_synchronisation_makes_a_probe_fail",
+                              "gpu_check_runs_its_probes_and_programs_under_the_emulation"))],
+    # keys.py's own exact tests, and test_tree.py's two that compare page_hashes / format_key with references
+    "simcache/keys.py": ["tests/test_core_exact_keys.py",
+                         "tests/test_tree.py::test_page_hashes_chain_each_page_from_the_previous_page_s_hash_string",
+                         "tests/test_tree.py::test_format_key_spells_every_key_token_by_token"],
     "simcache/controller.py": ["tests/test_core_exact_controller.py", "tests/test_pools.py", "tests/test_streams.py",
                                *CORE],
     # the one-pass and incremental checks are compared with the named ones over whole runs there (CORE adds

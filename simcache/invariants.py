@@ -418,8 +418,7 @@ class BoundaryCheck:
         # mask is all ones on the owned slots and zero elsewhere, want the fingerprints there (its bytes kept)
         self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
         self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.scratch = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}  # the compare's output
-        self._and, self._xor, self._nonzero = np.bitwise_and, np.bitwise_xor, np.count_nonzero
+        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}  # None: changed, made when read
         # the same memory, written one slot at a time (an item write through a memoryview is one C call)
         self.mask_mv = {p: memoryview(self.mask[p]).cast("B").cast("q") for p in _POOL_NAMES}
         self.want_mv = {p: memoryview(self.want[p]).cast("B").cast("q") for p in _POOL_NAMES}
@@ -606,12 +605,16 @@ class BoundaryCheck:
                     mask[i], want[i] = -1, w
                 else:
                     mask[i] = want[i] = 0
+            if cm or cp:
+                self.want_bytes[pool] = None  # made again when the check reads it
             self.multi[pool], self.owned[pool] = multi, owned
             free, loose = pools[pool]._free_count, self.loose[pool]
-            moved = set(rm)  # each slot once: its loose state follows its final counts, whatever the order
-            moved.update(rp, events)
-            loose -= moved
-            loose.update([i for i in moved if free[i] == 0 and refs[i] == 0])
+            for group in (rm, rp, events):
+                for i in group:
+                    if free[i] == 0 and refs[i] == 0:
+                        loose.add(i)
+                    else:
+                        loose.discard(i)
             for q in (rp, rm, cp, cm, cw, events):
                 q.clear()
 
@@ -623,6 +626,7 @@ class BoundaryCheck:
                 mask[i], want[i] = -1, exp[i]
             else:
                 mask[i] = want[i] = 0
+        self.want_bytes[pool] = None
 
     def _releaf(self, n) -> None:
         cache, i = self.cache, id(n)
@@ -815,12 +819,13 @@ class BoundaryCheck:
         if self.bad["mlen"]:
             bad.add("kv_content")
         else:
-            for name in _POOL_NAMES:  # ``data & mask == want``, in place in a scratch array: no array is made
+            want_bytes = self.want_bytes
+            for name in _POOL_NAMES:
                 if self.owned[name]:
-                    out = self.scratch[name]
-                    self._and(pools[name]._np, self.mask[name], out=out)
-                    self._xor(out, self.want[name], out=out)
-                    if self._nonzero(out):  # (C; ``ndarray.any`` goes through a Python wrapper)
+                    want = want_bytes[name]
+                    if want is None:
+                        want = want_bytes[name] = self.want[name].tobytes()
+                    if (pools[name]._np & self.mask[name]).tobytes() != want:
                         bad.add("kv_content")
                         break
         if self.bad["leaf"]:

@@ -68,6 +68,8 @@ def test_the_kv_mask_written_slot_by_slot_equals_the_one_rebuilt_from_scratch(mo
         want = _kv_state_from_scratch(self)
         for pool, (mask, wanted) in want.items():
             assert self.mask[pool].tolist() == mask and self.want[pool].tolist() == wanted, (checked, pool)
+            if self.want_bytes[pool] is not None:
+                assert self.want_bytes[pool] == self.want[pool].tobytes()
         checked += 1
         return got
 
