@@ -188,6 +188,24 @@ def test_evict_host_goes_on_to_a_parent_that_became_a_host_leaf(heap_fallback):
         host_mamba_lru=["4,5"], device_leaves=[], host_leaves=["4,5"])
 
 
+def test_evict_hosts_heap_skips_a_node_popped_again_after_it_went_and_goes_on_to_the_next():
+    """SGLang's heap (the fallback) with a parent counted as a host leaf while its child still hangs below it (set by
+    hand, as the loop-old predicate can leave it): [3] goes first and pushes [1,2] a second time; [1,2] goes at its
+    first entry, its second is no member any more and is skipped, not the end: [4,5] goes too (1 + 2 + 2 tokens)."""
+    cache = host_only()
+    leaves = cache.evictable_full_host_leaves
+    leaves.heap = None
+    parent = node_at(cache, (1, 2))
+    parent.last_access_time = 17.0  # after its child [3] (16), before [4,5] (19)
+    leaves.add(parent)
+    assert snapshot(cache)["host_leaves"] == ["1,2", "1,2/3", "4,5"]
+    cache.evict_host(5)
+    assert snapshot(cache) == dict(tree=[], sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=[],
+                                   device_leaves=[], host_leaves=[])
+    assert free_lists(cache)["host_kv"] == [5, 6, 7, 2, 0, 1, 3, 4]
+    assert free_lists(cache)["host_mamba"] == [3, 4, 5, 6, 7, 1, 0, 2]
+
+
 def test_evict_host_of_nothing_changes_nothing():
     cache = host_leaves([1, 2], [3, 4])
     before = (snapshot(cache), free_lists(cache))
@@ -295,6 +313,27 @@ def test_evict_goes_on_to_a_parent_that_became_a_device_leaf(heap_fallback):
     assert snapshot(cache)["tree"] == ["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
                                        "1 4,5 v=1 h=1 m=1 mh=1 fl=0 ml=0 hr=0 hmr=0"]
+
+
+def test_evicts_heap_skips_a_node_popped_again_after_it_went_and_goes_on_to_the_next():
+    """The same on the device: [1,2] counted as a device leaf while its child [3] is still on the device (set by
+    hand). [3] goes to the host first and pushes [1,2] again; [1,2] goes at its first entry, its second is skipped,
+    and [4,5] goes too: 5 tokens and 3 Mamba states, in that order."""
+    cache = device_settled([1, 2], [1, 2, 3], [4, 5])
+    leaves = cache.evictable_full_device_leaves
+    leaves.heap = None
+    parent = node_at(cache, (1, 2))
+    parent.last_access_time = 17.0  # after its child [3] (16), before [4,5] (19)
+    leaves.add(parent)
+    assert snapshot(cache)["device_leaves"] == ["1,2", "1,2/3", "4,5"]
+    assert cache.evict(5) == (5, 3)
+    assert snapshot(cache) == dict(
+        tree=["1 1,2 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0", "2 3 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0",
+              "1 4,5 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"],
+        sizes=EMPTY_SIZES, full_lru=[], mamba_lru=[], host_mamba_lru=["4,5", "1,2/3", "1,2"], device_leaves=[],
+        host_leaves=["1,2/3", "4,5"])
+    assert free_lists(cache)["device_kv"][-5:] == [2, 0, 1, 3, 4]
+    assert free_lists(cache)["device_mamba"] == [3, 4, 5, 6, 7, 1, 0, 2]
 
 
 def test_evict_of_leaves_never_backed_up_deletes_them():

@@ -1094,3 +1094,22 @@ def test_the_named_checks_name_the_first_failing_sibling_by_key_not_by_age():
     assert invariants.kv_content(w.cache, w.live) == \
         "node 7 [3]: device KV does not hold what was written for its prefix"
     assert w.check() == {"kv_content"}
+
+
+def test_a_slot_owned_three_times_that_loses_two_owners_is_still_checked_for_its_last_owner():
+    """S and B take A's host Mamba slot before the check is built: one slot owned three times, the pool's only owned
+    slot. B lets go (two owners: the check answers with ``failing``), then A (one owner, S, whose state the slot does
+    not hold): the boundary check must still compare that pool, so it counts the slot owned until its last owner
+    goes, not once the third does."""
+    def three_own_one(c, s, a, b):
+        s.mamba_host_value, b.mamba_host_value = list(a.mamba_host_value), list(a.mamba_host_value)
+
+    w = Watched(three_own_one)
+    assert w.bc.owned["host_mamba"] == 1 and w.bc.cnt["host_mamba"][:2] == [3, 0]
+    assert w.check() == {"kv_content", "no_leak"}
+    w.b.mamba_host_value = None
+    assert w.check() == {"kv_content", "lru_membership", "no_leak"}
+    assert (w.bc.owned["host_mamba"], w.bc.multi["host_mamba"]) == (1, 1)
+    w.a.mamba_host_value = None
+    assert w.check() == {"kv_content", "lru_membership", "no_leak"}
+    assert (w.bc.owned["host_mamba"], w.bc.multi["host_mamba"], w.bc.cnt["host_mamba"][:2]) == (1, 0, [1, 0])
