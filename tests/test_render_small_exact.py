@@ -1,8 +1,18 @@
 """Exact outcomes of the small views (issue #19's mutation scores): Graphviz's SVG cache and prolog stripping, the
-frames' focus outline and operation frames, the timeline's geometry and markers, and the plots' data."""
+frames' focus outline, caption and operation frames, the timeline's geometry and markers, and the plots' data.
+Graphviz is replaced by a recorder where the test is about what is sent to it, so these run without ``dot``."""
 from __future__ import annotations
 
-from simcache.render.frames import focus_svg
+from types import SimpleNamespace
+
+import pytest
+from views_helpers import run_c
+
+import simcache.render.svg as svgmod
+from simcache.render.dot import snapshot_to_dot
+from simcache.render.frames import caption, focus_svg, frame, op_frames, page_size, tree_dot
+from simcache.render.ghosts import highlight_at
+from simcache.render.svg import _LRU, _strip
 
 
 def test_focus_svg_marks_only_the_first_box_of_that_node():
@@ -10,3 +20,121 @@ def test_focus_svg_marks_only_the_first_box_of_that_node():
     assert focus_svg(svg, 1) == '<g id="n1" class="focus node"><g id="n12" class="node"><g id="n1" class="node">'
     assert focus_svg(svg, None) == svg
     assert focus_svg(svg, 3) == svg
+
+
+def test_the_lru_keeps_the_most_recently_used_entries_in_order():
+    lru = _LRU(2)
+    lru.put("a", "A")
+    lru.put("b", "B")
+    assert lru.get("a") == "A"  # a is now the most recent
+    lru.put("c", "C")  # evicts b, the least recently used
+    assert list(lru.data.items()) == [("a", "A"), ("c", "C")]
+    assert lru.get("b") is None
+    lru.put("a", "A2")  # an update is a use
+    assert list(lru.data.items()) == [("c", "C"), ("a", "A2")]
+    assert lru.size == 2
+
+
+def test_strip_drops_the_prolog_and_every_comment():
+    raw = ('<?xml version="1.0"?>\n<!-- Generated\n by dot -->\n<svg width="1">\n<!-- n1 -->\n<g/>\n'
+           '<!-- n2 --></svg>\n')
+    assert _strip(raw) == '<svg width="1">\n<g/>\n</svg>'
+    assert _strip("<svg>x</svg>\n\n") == "<svg>x</svg>"  # already at the start: still trimmed
+    assert _strip("no drawing <!-- a -->\nhere ") == "no drawing here "  # no <svg: comments only
+
+
+@pytest.fixture
+def fake_dot(monkeypatch):
+    """graphviz.pipe replaced by a recorder that draws each graph in its input as '<svg>NAME</svg>'."""
+    calls = []
+
+    def pipe(engine, fmt, data):
+        calls.append((engine, fmt, data.decode("utf-8")))
+        names = [g.split("{")[0].strip() for g in data.decode("utf-8").split("digraph ")[1:]]
+        return "".join(f'<?xml?>\n<!-- c -->\n<svg>{n}é</svg>\n' for n in names).encode("utf-8")
+
+    monkeypatch.setattr(svgmod.graphviz, "pipe", pipe)
+    monkeypatch.setattr(svgmod, "SVG_CACHE", _LRU(8))
+    return calls
+
+
+def test_render_svg_runs_dot_once_per_source_and_caches_the_stripped_svg(fake_dot):
+    assert svgmod.render_svg("digraph a {}") == "<svg>aé</svg>"
+    assert svgmod.render_svg("digraph a {}") == "<svg>aé</svg>"
+    assert fake_dot == [("dot", "svg", "digraph a {}")]
+    assert list(svgmod.SVG_CACHE.data.items()) == [("digraph a {}", "<svg>aé</svg>")]
+
+
+def test_render_many_feeds_the_new_sources_to_one_dot_in_order(fake_dot):
+    svgmod.render_svg("digraph a {}")
+    out = svgmod.render_many(["digraph b {}", "digraph a {}", "digraph c {}", "digraph b {}"])
+    assert out == ["<svg>bé</svg>", "<svg>aé</svg>", "<svg>cé</svg>", "<svg>bé</svg>"]
+    assert fake_dot == [("dot", "svg", "digraph a {}"), ("dot", "svg", "digraph b {}digraph c {}")]
+    # the closing look-ups used them a, then c, then b last
+    assert list(svgmod.SVG_CACHE.data.items()) == [("digraph a {}", "<svg>aé</svg>"), ("digraph c {}", "<svg>cé</svg>"),
+                                                  ("digraph b {}", "<svg>bé</svg>")]
+    assert svgmod.render_many(["digraph a {}"]) == ["<svg>aé</svg>"] and len(fake_dot) == 2  # all cached: no dot
+
+
+def test_render_many_falls_back_to_one_dot_per_source_when_the_split_differs(fake_dot):
+    # two sources but one graph in dot's output: each is rendered on its own instead
+    out = svgmod.render_many(["digraph d {}", "// nothing\n"])
+    assert out == ["<svg>dé</svg>", ""]
+    assert [c[2] for c in fake_dot] == ["digraph d {}// nothing\n", "digraph d {}", "// nothing\n"]
+
+
+def test_render_png_sets_the_dpi_in_the_first_graph_line_only(fake_dot, monkeypatch):
+    seen = []
+    monkeypatch.setattr(svgmod.graphviz, "pipe", lambda engine, fmt, data: seen.append((engine, fmt, data)) or b"PNG")
+    assert svgmod.render_png("digraph a {\n  x;\n  subgraph s {\n  }\n}") == b"PNG"
+    assert svgmod.render_png("digraph a {\n}", dpi=40) == b"PNG"
+    assert seen == [("dot", "png", b'digraph a {\n  graph [dpi="110"];\n  x;\n  subgraph s {\n  }\n}'),
+                    ("dot", "png", b'digraph a {\n  graph [dpi="40"];\n}')]
+
+
+def test_page_size_is_the_scenarios_or_one():
+    assert page_size(SimpleNamespace(scenario=SimpleNamespace(config={"page_size": "4"}))) == 4
+    assert page_size(SimpleNamespace(scenario=SimpleNamespace(config={}))) == 1
+    assert page_size(SimpleNamespace()) == 1
+    assert page_size(run_c()) == 1
+
+
+def test_caption_names_preset_step_operation_and_moments():
+    run = run_c()
+    t = run.trace
+    last = len(t.steps) - 1
+    k = len(t.ops) - 1
+    from simcache.render.explain import op_text
+    assert caption(run, last) == (f"pre_fix · step {last}/{last} · op {k} ({op_text(t, k)}) · {t.steps[last].text}"
+                                  "  [assertion]")
+    assert caption(run, 0) == f"pre_fix · step 0/{last} · op 0 ({op_text(t, 0)}) · {t.steps[0].text}"
+
+
+def test_tree_dot_passes_every_option_and_compares_with_the_operations_first_state():
+    run = run_c()
+    t = run.trace
+    step = t.ops[5].first_step + 2
+    for hide_host, hide_mamba, legend in [(True, False, True), (False, True, False), (False, False, True)]:
+        assert tree_dot(run, step, hide_host=hide_host, hide_mamba=hide_mamba, legend=legend) == snapshot_to_dot(
+            t.snapshots[step], t.snapshots[t.ops[5].first_step], highlight=highlight_at(t, step),
+            hide_host=hide_host, hide_mamba=hide_mamba, page_size=1, legend=legend)
+    assert tree_dot(run, step) == tree_dot(run, step, hide_host=False, hide_mamba=False, legend=True)
+
+
+def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
+    run = run_c()
+    last = len(run.trace.steps) - 1
+    for bad in (-1, last + 1):
+        with pytest.raises(IndexError) as info:
+            frame(run, bad)
+        assert str(info.value) == f"step {bad} is outside this run's 0..{last}"
+    f = frame(run, last, hide_host=True, hide_mamba=True, legend=False)
+    assert f.step == last and f.op_index == len(run.trace.ops) - 1
+    assert f.dot == tree_dot(run, last, hide_host=True, hide_mamba=True, legend=False)
+    assert f.focus == run.trace.steps[last].node and f.moments == ("assertion",)
+    assert frame(run, 0).dot == tree_dot(run, 0)
+
+
+def test_op_frames_are_each_operations_last_step_or_the_runs_last():
+    ops = [SimpleNamespace(last_step=0), SimpleNamespace(last_step=-1), SimpleNamespace(last_step=2)]
+    assert op_frames(SimpleNamespace(ops=ops, steps=[0] * 5)) == [0, 4, 2]
