@@ -13,6 +13,7 @@ from simcache.render.dot import snapshot_to_dot
 from simcache.render.frames import caption, focus_svg, frame, op_frames, page_size, tree_dot
 from simcache.render.ghosts import highlight_at
 from simcache.render.svg import _LRU, _strip
+from simcache.render.timeline import step_x, timeline_svg
 
 
 def test_focus_svg_marks_only_the_first_box_of_that_node():
@@ -138,3 +139,76 @@ def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
 def test_op_frames_are_each_operations_last_step_or_the_runs_last():
     ops = [SimpleNamespace(last_step=0), SimpleNamespace(last_step=-1), SimpleNamespace(last_step=2)]
     assert op_frames(SimpleNamespace(ops=ops, steps=[0] * 5)) == [0, 4, 2]
+
+
+def small_trace(crashed="AssertionError: boom"):
+    """Two operations (R1's request, then main's evict, still running at the end), a write ack, a stale node, two
+    violations and the assertion: every lane and marker of a timeline, small enough to spell out."""
+    ev = SimpleNamespace
+    ops = [ev(op={"op": "request", "tokens": [1, 2]}, actor="R1", status=".", first_step=0, last_step=1),
+           ev(op={"op": "evict", "n": 2}, actor=None, status="", first_step=2, last_step=-1)]
+    steps = [ev(index=0, kind="op", text="a"), ev(index=1, kind="write_ack", text="ack <w>"),
+             ev(index=2, kind="x", text="c"), ev(index=3, kind="assertion", text="boom")]
+    return ev(ops=ops, steps=steps, went_stale=[ev(step=2)], readmitted=[ev(step=1)], cleaned_up=[],
+              violations=[ev(step=3), ev(step=2)], crashed=crashed)
+
+
+def test_step_x_places_a_step_inside_its_operations_column():
+    t = small_trace()  # columns of (300 - 118 - 8) / 2 = 87 from x = 118
+    assert [step_x(t, s, 300) for s in range(4)] == [139.8, 183.2, 226.8, 270.2]
+    assert step_x(t, 0) == round(118 + (960 - 126) / 2 * 0.25, 1) == 222.2  # default width 960
+    assert step_x(SimpleNamespace(ops=[], steps=[]), 5, 300) == 118.0
+
+
+def test_the_timeline_svg_of_a_small_run_is_exact():
+    svg = timeline_svg(small_trace(), 1, width=300, title="T<1>")
+    expected = [
+        '<svg xmlns="http://www.w3.org/2000/svg" class="sc-timeline" width="300" height="166" '
+        'viewBox="0 0 300 166" font-family="Helvetica,Arial,sans-serif" font-size="12">',
+        '<text x="4" y="14" font-weight="bold">T&lt;1&gt;</text>',
+        '<rect x="0" y="22" width="300" height="26" fill="#ffffff"/>', '<text x="4" y="39" fill="#374151">moments</text>',
+        '<rect x="0" y="48" width="300" height="26" fill="#f9fafb"/>', '<text x="4" y="65" fill="#374151">R1</text>',
+        '<rect x="0" y="74" width="300" height="26" fill="#ffffff"/>', '<text x="4" y="91" fill="#374151">main</text>',
+        '<rect x="0" y="100" width="300" height="26" fill="#f9fafb"/>',
+        '<text x="4" y="117" fill="#374151">write acks</text>',
+        '<g class="tl-op" data-op="0" data-step="0"><title>op 0 · R1: request [1,2] · status .</title>'
+        '<rect x="119.0" y="51" width="85.0" height="20" rx="3" fill="#bfdbfe" stroke="#6b7280" stroke-width="0.6"/>',
+        '<text x="161.5" y="65" text-anchor="middle">request</text>', '</g>',
+        '<g class="tl-op" data-op="1" data-step="2"><title>op 1 · main: evict n=2 · status ?</title>'
+        '<rect x="206.0" y="77" width="85.0" height="20" rx="3" fill="#fde68a" stroke="#6b7280" stroke-width="0.6"/>',
+        '<text x="248.5" y="91" text-anchor="middle">evict</text>', '</g>',
+        '<circle class="tl-ack" cx="183.2" cy="113.0" r="4" fill="#0d9488"><title>step 1: ack &lt;w&gt;</title></circle>',
+        '<g class="tl-moment tl-went-stale" data-step="2"><title>step 2: went-stale</title>'
+        '<line x1="226.8" y1="22" x2="226.8" y2="126" stroke="#e5e7eb"/>'
+        '<path d="M219.8,28.0 L233.8,28.0 L226.8,41.0 Z" fill="#dc2626"/></g>',
+        '<g class="tl-moment tl-violation" data-step="2"><title>step 2: violation</title>'
+        '<line x1="226.8" y1="22" x2="226.8" y2="126" stroke="#e5e7eb"/>'
+        '<path d="M226.8,28.0 L233.8,35.0 L226.8,42.0 L219.8,35.0 Z" fill="#f59e0b" stroke="#92400e"/></g>',
+        '<g class="tl-moment tl-violation" data-step="3"><title>step 3: violation</title>'
+        '<line x1="270.2" y1="22" x2="270.2" y2="126" stroke="#e5e7eb"/>'
+        '<path d="M270.2,31.0 L274.2,35.0 L270.2,39.0 L266.2,35.0 Z" fill="#f59e0b" stroke="#92400e"/></g>',
+        '<g class="tl-moment tl-assertion" data-step="3"><title>step 3: assertion</title>'
+        '<line x1="270.2" y1="22" x2="270.2" y2="126" stroke="#e5e7eb"/>'
+        '<path d="M264.2,29.0 L276.2,41.0 M264.2,41.0 L276.2,29.0" stroke="#7f1d1d" stroke-width="4"/></g>',
+        '<text x="161.5" y="140" text-anchor="middle" fill="#6b7280" font-size="11">0</text>',
+        '<text x="248.5" y="140" text-anchor="middle" fill="#6b7280" font-size="11">1</text>',
+        '<text x="4" y="140" fill="#6b7280" font-size="11">operation</text>',
+        '<path d="M117,149 L131,149 L124,162 Z" fill="#dc2626"/><text x="134" y="160">went stale</text>',
+        '<circle cx="234" cy="156" r="6" fill="#16a34a"/><text x="244" y="160">cleaned up</text>',
+        '<path d="M344,152 L348,156 L344,160 L340,156 Z" fill="#f59e0b" stroke="#92400e"/>'
+        '<text x="354" y="160">violation</text>',
+        '<path d="M448,150 L460,162 M448,162 L460,150" stroke="#7f1d1d" stroke-width="4"/>'
+        '<text x="464" y="160">assertion</text>',
+        '<line class="tl-cursor" x1="183.2" y1="18" x2="183.2" y2="128" stroke="#2563eb" stroke-width="3"/>',
+        "</svg>"]
+    assert svg == "".join(expected)
+
+
+def test_a_timeline_without_cursor_title_crash_or_room_for_labels():
+    t = small_trace(crashed=None)
+    svg = timeline_svg(t, width=200)  # columns of 37: no operation labels, a tick every 2 operations
+    assert '<text x="4" y="14" font-weight="bold">timeline</text>' in svg
+    assert 'class="tl-cursor" x1="-10" y1="18" x2="-10" y2="128"' in svg
+    assert "tl-assertion" not in svg and 'text-anchor="middle">request<' not in svg
+    assert '">0</text>' in svg and '">1</text>' not in svg
+    assert svg.count("<title>") == 2 + 1 + 3  # two operations, one ack, stale + two violations
