@@ -212,3 +212,119 @@ def test_a_timeline_without_cursor_title_crash_or_room_for_labels():
     assert "tl-assertion" not in svg and 'text-anchor="middle">request<' not in svg
     assert '">0</text>' in svg and '">1</text>' not in svg
     assert svg.count("<title>") == 2 + 1 + 3  # two operations, one ack, stale + two violations
+
+
+def pools_trace():
+    """Three snapshots of a 4-slot pool filling up, with slot 2 leaked past operation 0's end (slot 3 only inside
+    operation 1), an empty 0-slot pool, two stale moments and no crash."""
+    ev = SimpleNamespace
+
+    def snap(used, leaked):
+        return ev(pools={"device_kv": ev(size=4, used=used, leaked=leaked), "other": ev(size=0, used=[], leaked=[])})
+
+    return ev(snapshots=[snap([1], []), snap([1, 2], [2]), snap([1, 2, 3], [2, 3])],
+              ops=[ev(first_step=0, last_step=1), ev(first_step=2, last_step=-1)],
+              steps=[ev(index=i, kind="op", text="") for i in range(3)], went_stale=[ev(step=2), ev(step=1)],
+              readmitted=[], cleaned_up=[], violations=[], crashed=None)
+
+
+def line_facts(ax):
+    # (matplotlib names an unlabelled artist "_childN")
+    return [(None if line.get_label().startswith("_") else line.get_label(), list(line.get_xdata()),
+             list(line.get_ydata()), line.get_color(), line.get_linestyle(), line.get_linewidth(), line.get_drawstyle(), line.get_zorder()) for line in ax.get_lines()]
+
+
+def test_pool_occupancy_draws_used_fractions_leaks_moments_and_boundaries():
+    from matplotlib.figure import Figure
+
+    from simcache.render.plots import pool_occupancy
+    fig = pool_occupancy(pools_trace(), title="P")
+    assert list(fig.get_size_inches()) == [10, 3.8] and fig.dpi == 100
+    ax = fig.axes[0]
+    other = ax.get_lines()[1].get_color()  # the colour cycle's for a pool without its own colour
+    assert line_facts(ax) == [
+        ("device_kv (4 slots)", [0, 1, 2], [0.25, 0.5, 0.75], "#1d4ed8", "-", 2, "steps-post", 2),
+        ("other (0 slots)", [0, 1, 2], [0, 0, 0], other, "-", 2, "steps-post", 2),
+        ("went-stale", [1, 1], [0, 1], "#dc2626", "--", 1.5, "default", 2),
+        (None, [2, 2], [0, 1], "#dc2626", "--", 1.5, "default", 2),
+        (None, [0, 0], [0, 1], "#e5e7eb", "-", 0.8, "default", 0),
+        (None, [2, 2], [0, 1], "#e5e7eb", "-", 0.8, "default", 0)]
+    # the leak is counted once it outlives an operation: slot 2 from step 1 on, slot 3 never
+    ref = Figure().add_subplot(1, 1, 1).fill_between([0, 1, 2], [0.25, 0.25, 0.5], [0.25, 0.5, 0.75], step="post")
+    (band,) = ax.collections
+    assert band.get_paths()[0].vertices.tolist() == ref.get_paths()[0].vertices.tolist()
+    assert (band.get_label(), band.get_alpha(), band.get_hatch()) == ("device_kv leaked", 0.3, "//")
+    assert (ax.get_xlim(), ax.get_ylim(), ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == (
+        (0.0, 2.0), (0.0, 1.05), "micro-step (grey lines: operation boundaries)", "used / size", "P")
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["device_kv (4 slots)", "device_kv leaked", "other (0 slots)",
+                                                          "went-stale"]
+    assert (legend._loc, legend.get_texts()[0].get_fontsize(), legend.get_frame().get_alpha()) == (2, 8, 0.9)
+    assert list(legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted()).bounds[:2]) == \
+        pytest.approx([1.01, 1.0])
+    assert pool_occupancy(run_c().trace).axes[0].get_title() == "Pool occupancy"
+
+
+def test_crash_rate_lines_markers_limits_and_an_empty_plot():
+    from simcache.render.plots import crash_rate_vs_pressure
+    rows = [{"preset": f"p{i}", "pressure": "2", "crash_rate": "0.5"} for i in range(6)] + \
+        [{"preset": "p0", "pressure": 1, "crash_rate": 0.25}]
+    fig = crash_rate_vs_pressure(rows, title="R")
+    assert list(fig.get_size_inches()) == [7, 4] and fig.dpi == 100
+    ax = fig.axes[0]
+    assert [(line.get_label(), list(line.get_xdata()), list(line.get_ydata()), line.get_marker(), line.get_linewidth())
+            for line in ax.get_lines()] == [("p0", [1.0, 2.0], [0.25, 0.5], "o", 2)] + \
+        [(f"p{i}", [2.0], [0.5], m, 2) for i, m in zip(range(1, 6), "s^Dvo", strict=True)]
+    assert ax.get_ylim() == pytest.approx((-0.01, 0.575))
+    assert (ax.get_xlabel(), ax.get_title()) == ("host pressure", "R")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"p{i}" for i in range(6)]
+    assert all(g.get_visible() and g.get_alpha() == 0.3 for g in ax.get_xgridlines() + ax.get_ygridlines())
+    empty = crash_rate_vs_pressure([]).axes[0]
+    assert empty.get_ylim() == pytest.approx((-0.001, 0.0575)) and empty.get_legend() is None
+    assert (empty.get_title(), empty.get_ylabel()) == ("Crash rate vs host pressure",
+                                                       "fraction of runs raising any assertion")
+    damage = crash_rate_vs_pressure([{"preset": "a", "pressure": 1, "damage_rate": 0.1}], field="damage_rate")
+    assert damage.axes[0].get_ylabel() == "fraction of runs leaving a double free or a leak"
+    with pytest.raises(ValueError) as info:
+        crash_rate_vs_pressure(rows, field="x")
+    assert str(info.value) == "unknown rate 'x'; choose one of crash_rate, race_rate, damage_rate"
+
+
+def bar_facts(ax):
+    return [(round(b.get_x(), 6), round(b.get_width(), 6), b.get_height(), b.get_label()) for b in ax.patches]
+
+
+def test_exploration_stats_bars_flat_and_grouped():
+    from matplotlib.colors import to_hex
+
+    from simcache.render.plots import exploration_stats
+    flat = exploration_stats({"runs": 10, "rate": 0.5, "note": "x"}, title="F")
+    assert list(flat.get_size_inches()) == [7, 4] and flat.dpi == 100
+    ax = flat.axes[0]
+    assert bar_facts(ax) == [(-0.4, 0.8, 10, "_nolegend_"), (0.6, 0.8, 0.5, "_nolegend_")]
+    assert {to_hex(b.get_facecolor()) for b in ax.patches} == {"#60a5fa"}
+    assert [(t.get_text(), t.get_fontsize()) for t in ax.texts] == [("10", 9), ("0.5", 9)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["runs", "rate"]
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {20} and ax.get_title() == "F"
+    assert ax.get_legend() is None
+    grouped = exploration_stats({"a": {"runs": 4, "fail": 1}, "b": {"runs": 6, "new": 2}, "total": 3}).axes[0]
+    w = 0.4
+    assert bar_facts(grouped) == [(-w / 2, w, 4, "_nolegend_"), (1 - w / 2, w, 1, "_nolegend_"),
+                                  (2 - w / 2, w, 0, "_nolegend_"), (w / 2, w, 6, "_nolegend_"),
+                                  (1 + w / 2, w, 0, "_nolegend_"), (2 + w / 2, w, 2, "_nolegend_")]
+    assert [(t.get_text(), t.get_fontsize()) for t in grouped.texts] == [(s, 8) for s in "410602"]
+    assert list(grouped.get_xticks()) == pytest.approx([0.2, 1.2, 2.2])
+    assert [t.get_text() for t in grouped.get_xticklabels()] == ["runs", "fail", "new"]
+    assert [t.get_text() for t in grouped.get_legend().get_texts()] == ["a", "b"]
+    assert grouped.get_title() == "Exploration"
+
+
+def test_to_png_draws_at_the_asked_dpi():
+    from simcache.render.plots import exploration_stats, to_png
+
+    def size(png):
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+    fig = exploration_stats({"runs": 1})
+    assert size(to_png(fig, dpi=20)) == (140, 80) and size(to_png(fig)) == (700, 400)
