@@ -166,7 +166,8 @@ def test_the_timeline_svg_of_a_small_run_is_exact():
         '<svg xmlns="http://www.w3.org/2000/svg" class="sc-timeline" width="300" height="166" '
         'viewBox="0 0 300 166" font-family="Helvetica,Arial,sans-serif" font-size="12">',
         '<text x="4" y="14" font-weight="bold">T&lt;1&gt;</text>',
-        '<rect x="0" y="22" width="300" height="26" fill="#ffffff"/>', '<text x="4" y="39" fill="#374151">moments</text>',
+        '<rect x="0" y="22" width="300" height="26" fill="#ffffff"/>',
+        '<text x="4" y="39" fill="#374151">moments</text>',
         '<rect x="0" y="48" width="300" height="26" fill="#f9fafb"/>', '<text x="4" y="65" fill="#374151">R1</text>',
         '<rect x="0" y="74" width="300" height="26" fill="#ffffff"/>', '<text x="4" y="91" fill="#374151">main</text>',
         '<rect x="0" y="100" width="300" height="26" fill="#f9fafb"/>',
@@ -177,7 +178,8 @@ def test_the_timeline_svg_of_a_small_run_is_exact():
         '<g class="tl-op" data-op="1" data-step="2"><title>op 1 · main: evict n=2 · status ?</title>'
         '<rect x="206.0" y="77" width="85.0" height="20" rx="3" fill="#fde68a" stroke="#6b7280" stroke-width="0.6"/>',
         '<text x="248.5" y="91" text-anchor="middle">evict</text>', '</g>',
-        '<circle class="tl-ack" cx="183.2" cy="113.0" r="4" fill="#0d9488"><title>step 1: ack &lt;w&gt;</title></circle>',
+        '<circle class="tl-ack" cx="183.2" cy="113.0" r="4" fill="#0d9488">'
+        '<title>step 1: ack &lt;w&gt;</title></circle>',
         '<g class="tl-moment tl-went-stale" data-step="2"><title>step 2: went-stale</title>'
         '<line x1="226.8" y1="22" x2="226.8" y2="126" stroke="#e5e7eb"/>'
         '<path d="M219.8,28.0 L233.8,28.0 L226.8,41.0 Z" fill="#dc2626"/></g>',
@@ -231,7 +233,8 @@ def pools_trace():
 def line_facts(ax):
     # (matplotlib names an unlabelled artist "_childN")
     return [(None if line.get_label().startswith("_") else line.get_label(), list(line.get_xdata()),
-             list(line.get_ydata()), line.get_color(), line.get_linestyle(), line.get_linewidth(), line.get_drawstyle(), line.get_zorder()) for line in ax.get_lines()]
+             list(line.get_ydata()), line.get_color(), line.get_linestyle(), line.get_linewidth(),
+             line.get_drawstyle(), line.get_zorder()) for line in ax.get_lines()]
 
 
 def test_pool_occupancy_draws_used_fractions_leaks_moments_and_boundaries():
