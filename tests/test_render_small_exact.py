@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from matplotlib.colors import to_rgba
 from views_helpers import run_c
 
 import simcache.render.svg as svgmod
@@ -42,6 +43,8 @@ def test_strip_drops_the_prolog_and_every_comment():
     assert _strip(raw) == '<svg width="1">\n<g/>\n</svg>'
     assert _strip("<svg>x</svg>\n\n") == "<svg>x</svg>"  # already at the start: still trimmed
     assert _strip("no drawing <!-- a -->\nhere ") == "no drawing here "  # no <svg: comments only
+    # a comment over several lines inside the drawing, and an <svg> nested in it (the first one starts it)
+    assert _strip('<?xml?>\n<svg><!-- a\nb -->\n<svg/></svg>') == "<svg><svg/></svg>"
 
 
 @pytest.fixture
@@ -266,6 +269,24 @@ def test_pool_occupancy_draws_used_fractions_leaks_moments_and_boundaries():
     assert list(legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted()).bounds[:2]) == \
         pytest.approx([1.01, 1.0])
     assert pool_occupancy(run_c().trace).axes[0].get_title() == "Pool occupancy"
+    assert ax.get_subplotspec().get_geometry() == (1, 1, 0, 0)
+    assert band.get_facecolor().tolist() == [list(to_rgba("#1d4ed8", 0.3))]
+
+
+def test_pool_occupancy_of_one_snapshot_and_of_none():
+    from simcache.render.plots import pool_occupancy
+    ev = SimpleNamespace
+    # one micro-step, one operation ending there: its leak counts at once; a 1-slot pool is full at one slot
+    one = ev(snapshots=[ev(pools={"a": ev(size=4, used=[1], leaked=[1]), "b": ev(size=1, used=[7], leaked=[])})],
+             ops=[ev(first_step=0, last_step=0)], steps=[ev(index=0, kind="op", text="")], went_stale=[],
+             readmitted=[], cleaned_up=[], violations=[], crashed=None)
+    ax = pool_occupancy(one).axes[0]
+    assert [(line.get_label(), list(line.get_ydata())) for line in ax.get_lines()[:2]] == [
+        ("a (4 slots)", [0.25]), ("b (1 slots)", [1.0])]
+    assert [c.get_label() for c in ax.collections] == ["a leaked"] and ax.get_xlim() == (0.0, 1.0)
+    none = pool_occupancy(ev(snapshots=[], ops=[], steps=[], went_stale=[], readmitted=[], cleaned_up=[],
+                             violations=[], crashed=None)).axes[0]
+    assert none.get_lines() == [] and none.get_xlim() == (0.0, 1.0)
 
 
 def test_crash_rate_lines_markers_limits_and_an_empty_plot():
@@ -280,6 +301,7 @@ def test_crash_rate_lines_markers_limits_and_an_empty_plot():
         [(f"p{i}", [2.0], [0.5], m, 2) for i, m in zip(range(1, 6), "s^Dvo", strict=True)]
     assert ax.get_ylim() == pytest.approx((-0.01, 0.575))
     assert (ax.get_xlabel(), ax.get_title()) == ("host pressure", "R")
+    assert ax.get_subplotspec().get_geometry() == (1, 1, 0, 0)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"p{i}" for i in range(6)]
     assert all(g.get_visible() and g.get_alpha() == 0.3 for g in ax.get_xgridlines() + ax.get_ygridlines())
     empty = crash_rate_vs_pressure([]).axes[0]
@@ -309,7 +331,11 @@ def test_exploration_stats_bars_flat_and_grouped():
     assert [(t.get_text(), t.get_fontsize()) for t in ax.texts] == [("10", 9), ("0.5", 9)]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["runs", "rate"]
     assert {t.get_rotation() for t in ax.get_xticklabels()} == {20} and ax.get_title() == "F"
-    assert ax.get_legend() is None
+    assert ax.get_legend() is None and ax.get_subplotspec().get_geometry() == (1, 1, 0, 0)
+    assert {t.get_rotation() for t in ax.get_yticklabels()} == {0}  # only the x labels turn
+    one = exploration_stats({"a": {"runs": 4, "fail": 1}}).axes[0]  # one group: bars 0.8 wide, centred on ticks
+    assert bar_facts(one) == [(-0.4, 0.8, 4, "_nolegend_"), (0.6, 0.8, 1, "_nolegend_")]
+    assert list(one.get_xticks()) == [0, 1]
     grouped = exploration_stats({"a": {"runs": 4, "fail": 1}, "b": {"runs": 6, "new": 2}, "total": 3}).axes[0]
     w = 0.4
     assert bar_facts(grouped) == [(-w / 2, w, 4, "_nolegend_"), (1 - w / 2, w, 1, "_nolegend_"),
