@@ -357,3 +357,19 @@ def test_to_png_draws_at_the_asked_dpi():
 
     fig = exploration_stats({"runs": 1})
     assert size(to_png(fig, dpi=20)) == (140, 80) and size(to_png(fig)) == (700, 400)
+
+
+def test_timeline_edges_one_step_operations_narrow_columns_and_no_operations():
+    ev = SimpleNamespace
+    t = small_trace()
+    t.ops = [ev(op={"op": "request"}, actor="R1", status=".", first_step=0, last_step=0),
+             ev(op={"op": "evict"}, actor="R1", status=".", first_step=2, last_step=3)]
+    # a one-step operation fills its column's middle; a step between operations stays at its column's edge
+    assert [step_x(t, s, 300) for s in range(4)] == [161.5, 205.0, 226.8, 270.2]
+    svg = timeline_svg(t, width=214)  # columns of exactly 44: labels of int(44 / 7) = 6 letters
+    assert 'text-anchor="middle">reques</text>' in svg and 'text-anchor="middle">evict</text>' in svg
+    assert 'width="1.0" height="20"' in timeline_svg(t, width=132)  # columns of 3: boxes at least 1 wide
+    empty = timeline_svg(ev(ops=[], steps=[], went_stale=[], readmitted=[], cleaned_up=[], violations=[],
+                            crashed=None), width=300)
+    assert empty.count('font-size="11">') == 2  # one column, tick 0, and the axis name
+    assert '<text x="205.0" y="62" text-anchor="middle" fill="#6b7280" font-size="11">0</text>' in empty
