@@ -369,6 +369,9 @@ def test_timeline_edges_one_step_operations_narrow_columns_and_no_operations():
     svg = timeline_svg(t, width=214)  # columns of exactly 44: labels of int(44 / 7) = 6 letters
     assert 'text-anchor="middle">reques</text>' in svg and 'text-anchor="middle">evict</text>' in svg
     assert 'width="1.0" height="20"' in timeline_svg(t, width=132)  # columns of 3: boxes at least 1 wide
+    t.ops.append(ev(op={"op": "evict"}, actor="R1", status=".", first_step=3, last_step=3))
+    ticks = timeline_svg(t, width=198)  # columns of 24: a tick every round(60 / 24) = 2 operations
+    assert [m for m in ("0", "1", "2") if f'font-size="11">{m}</text>' in ticks] == ["0", "2"]
     empty = timeline_svg(ev(ops=[], steps=[], went_stale=[], readmitted=[], cleaned_up=[], violations=[],
                             crashed=None), width=300)
     assert empty.count('font-size="11">') == 2  # one column, tick 0, and the axis name
