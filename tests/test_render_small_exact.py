@@ -376,3 +376,27 @@ def test_timeline_edges_one_step_operations_narrow_columns_and_no_operations():
                             crashed=None), width=300)
     assert empty.count('font-size="11">') == 2  # one column, tick 0, and the axis name
     assert '<text x="205.0" y="62" text-anchor="middle" fill="#6b7280" font-size="11">0</text>' in empty
+
+
+def test_a_frame_holds_every_view_of_its_step_named_after_its_run():
+    from simcache.render.explain import explain_html, op_text
+    from simcache.render.ghosts import ghosts_at
+    from simcache.render.panels import (
+        holders_panel,
+        invariants_panel,
+        lru_panel,
+        pools_panel,
+        sets_panel,
+        stack_panel,
+    )
+    run = run_c()
+    t = run.trace
+    for step in (t.went_stale[0].step, len(t.steps) - 1):
+        f = frame(run, step)
+        k, snap = f.op_index, t.snapshots[step]
+        assert f.panels == (lru_panel(snap), sets_panel(snap), pools_panel(snap),
+                            holders_panel(snap, ghosts=ghosts_at(t, step)))
+        assert (f.caption, f.invariants, f.stack, f.explanation, f.focus) == (
+            caption(run, step), invariants_panel(t, step, "pre_fix"),
+            stack_panel(t.steps[step], op_text(t, k), "pre_fix"), explain_html(t, step, "pre_fix"), t.steps[step].node)
+    assert frame(run, t.went_stale[0].step).focus == 8  # the node that went stale
