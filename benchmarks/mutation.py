@@ -104,6 +104,16 @@ MODULES = {
     "simcache/render/codepane.py": ["tests/test_codepane_exact.py",
                                     "tests/test_codepane.py::test_sglang_locations_per_commit_and_fix_lines",
                                     "tests/test_codepane.py::test_hover_css_is_scoped_to_its_own_tree_and_player_shows_the_pane"],
+    # the small views: the render and export tests that call them, and their exact tests (no browser, no kernel)
+    "simcache/render/svg.py": ["tests/test_render.py", "tests/test_export_exact.py",
+                               "tests/test_render_small_exact.py"],
+    "simcache/render/frames.py": ["tests/test_render.py", "tests/test_export_exact.py", "tests/test_display_exact.py",
+                                  "tests/test_render_small_exact.py"],
+    "simcache/render/timeline.py": ["tests/test_render.py", "tests/test_export_exact.py",
+                                    "tests/test_render_small_exact.py"],
+    "simcache/render/plots.py": ["tests/test_render.py::test_plots_return_figures_and_png",
+                                 "tests/test_render.py::test_crash_rate_plot_labels_what_it_counts_and_fits_the_data",
+                                 "tests/test_render_small_exact.py"],
 }
 # test_streams loads a benchmark and runs a script; test_invariants reads docs/scenarios.md
 COPY = ("simcache", "tests", "benchmarks", "scripts", "docs", "pyproject.toml", "README.md")
