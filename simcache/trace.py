@@ -778,7 +778,6 @@ _WORDS = dict(split=_w_split, attach=_w_attach, detach=_w_detach, lock=_w_lock, 
               backup=_w_backup, write_ack=_w_ack, load_ack=_w_ack, storage_ack=_w_ack, alloc=_w_pool, free=_w_pool,
               double_free=_w_pool, alloc_fail=_w_pool, lru_insert=_w_lru, lru_remove=_w_lru, set_add=_w_set,
               set_discard=_w_set)
-_POOL_KINDS = frozenset({"alloc", "free", "double_free", "alloc_fail"})
 
 
 def _call_detail(name: str) -> dict:
