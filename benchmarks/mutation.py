@@ -45,6 +45,22 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ["tests/test_flags.py", "tests/test_eviction.py", "tests/test_followup_unit.py", "tests/test_tree.py",
         "tests/test_assertion_messages.py", "tests/test_mutant_kills.py", "tests/test_race_property.py",
         "tests/test_core_exact.py"]
+# the stream emulation's tests, without the one-shot GPU script (40 s a run: it runs every other step again in
+# subprocesses)
+STREAM_TESTS = [f"tests/test_streams.py::test_{name}" for name in (
+    "stream_work_waits_until_its_event_is_synchronized_and_reads_as_poison_until_then",
+    "a_forced_stream_runs_everything_it_holds_and_a_wait_runs_the_other_stream_first",
+    "eager_default_runs_the_model_at_once_and_its_wait_forces_the_side_stream",
+    "a_dropped_index_tensor_serves_the_next_upload_on_its_stream_only",
+    "a_backup_reaches_the_host_pool_only_when_its_copy_completes",
+    "the_device_is_cpu_unless_asked_and_a_cpu_cache_has_no_streams_or_pinned_memory",
+    "a_bad_device_is_one_sentence",
+    "every_gallery_scenario_gives_the_same_outcome_trace_and_contents_under_the_emulation",
+    "random_programs_give_the_same_report_and_contents_under_the_emulation",
+    "every_ordering_probe_passes_plain_and_emulated",
+    "the_emulation_really_defers_a_caches_copies_until_something_needs_them",
+    "removing_any_one_synchronisation_makes_a_probe_fail",
+    "gpu_check_runs_its_probes_and_programs_under_the_emulation")]
 MODULES = {
     "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
     "simcache/evict_host.py": CORE,
@@ -56,23 +72,8 @@ MODULES = {
     "simcache/storage.py": [*CORE, "tests/test_main_2026_06.py", "tests/test_core_exact_storage.py"],
     "simcache/lru.py": ["tests/test_lru.py", *CORE, "tests/test_core_exact_lru.py"],
     # pools.py: its own tests, the copies through the controller and the cache, and the stream emulation's tests
-    # without the one-shot GPU script (40 s a run: it runs every other step again in subprocesses)
     "simcache/pools.py": ["tests/test_pools.py", "tests/test_core_exact_pools.py", "tests/test_data_integrity.py",
-                          "tests/test_core_exact_controller.py",
-                          *(f"tests/test_streams.py::test_{name}" for name in (
-                              "stream_work_waits_until_its_event_is_synchronized_and_reads_as_poison_until_then",
-                              "a_forced_stream_runs_everything_it_holds_and_a_wait_runs_the_other_stream_first",
-                              "eager_default_runs_the_model_at_once_and_its_wait_forces_the_side_stream",
-                              "a_dropped_index_tensor_serves_the_next_upload_on_its_stream_only",
-                              "a_backup_reaches_the_host_pool_only_when_its_copy_completes",
-                              "the_device_is_cpu_unless_asked_and_a_cpu_cache_has_no_streams_or_pinned_memory",
-                              "a_bad_device_is_one_sentence",
-                              "every_gallery_scenario_gives_the_same_outcome_trace_and_contents_under_the_emulation",
-                              "random_programs_give_the_same_report_and_contents_under_the_emulation",
-                              "every_ordering_probe_passes_plain_and_emulated",
-                              "the_emulation_really_defers_a_caches_copies_until_something_needs_them",
-                              "removing_any_one_synchronisation_makes_a_probe_fail",
-                              "gpu_check_runs_its_probes_and_programs_under_the_emulation"))],
+                          "tests/test_core_exact_controller.py", *STREAM_TESTS],
     # keys.py's own exact tests, and test_tree.py's two that compare page_hashes / format_key with references
     "simcache/keys.py": ["tests/test_core_exact_keys.py",
                          "tests/test_tree.py::test_page_hashes_chain_each_page_from_the_previous_page_s_hash_string",
@@ -87,9 +88,18 @@ MODULES = {
     "simcache/driver.py": ["tests/test_operations.py", "tests/test_core_exact_driver.py", "tests/test_gallery.py",
                            "tests/test_reference_scenarios.py", *CORE,
                            "tests/test_core_exact_driver2.py"],
-    "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py"],
-    "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py"],
+    "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py",
+                                   "tests/test_shrink_schedule_pass.py"],
+    "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py",
+                                          "tests/test_shrink_schedule_pass.py"],
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py"],
+    # the replay entry points: the fast path against the traced one, scenarios, workloads, reference cases
+    "simcache/ops_run.py": ["tests/test_trace_fast_paths.py", "tests/test_trace_equivalence.py",
+                            "tests/test_scenario.py", "tests/test_workload.py", "tests/test_reference_scenarios.py"],
+    # streams.py: the same stream tests and the pools' exact tests (CudaStreams runs only where CUDA is present)
+    "simcache/streams.py": [*STREAM_TESTS, "tests/test_core_exact_pools.py"],
+    "simcache/snapshot.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_core_exact_state.py",
+                             "tests/test_panels_exact.py", "tests/test_dot_exact.py"],
     # the views: exact DOT / HTML / page-data tests, no browser and no kernel (a kernel imports the installed
     # package, never the mutant; a browser test costs many seconds per surviving mutant)
     "simcache/render/dot.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_dot_exact.py"],
