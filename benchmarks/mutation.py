@@ -92,7 +92,20 @@ MODULES = {
                                    "tests/test_shrink_schedule_pass.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py",
                                           "tests/test_shrink_schedule_pass.py"],
-    "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py"],
+    # trace.py: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
+    "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
+                          "tests/test_trace_equivalence.py",
+                          *(f"tests/test_trace_scale.py::test_{name}" for name in (
+                              "run_builds_no_snapshot", "snapshots_rebuilt_in_any_order_equal_one_front_to_back_replay",
+                              "one_ledger_of_holders_agrees_with_itself_on_every_boundary",
+                              "a_run_over_the_memory_limit_stops_with_one_sentence",
+                              "trace_options_take_plain_bounded_numbers",
+                              "a_bad_memory_limit_in_the_environment_is_named",
+                              "ops_window_traces_only_those_operations", "progress_bar_on_request",
+                              "the_streamed_trace_hash_is_the_hash_of_the_whole_json_text",
+                              "run_ops_trace_rebuilds_each_operations_tree_instead_of_storing_it",
+                              "run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so",
+                              "the_hash_writer_spells_odd_entries_as_json_dumps_does"))],
     # the replay entry points: the fast path against the traced one, scenarios, workloads, reference cases
     "simcache/ops_run.py": ["tests/test_trace_fast_paths.py", "tests/test_trace_equivalence.py",
                             "tests/test_scenario.py", "tests/test_workload.py", "tests/test_reference_scenarios.py"],
