@@ -15,6 +15,7 @@ from simcache.render.frames import caption, focus_svg, frame, op_frames, page_si
 from simcache.render.ghosts import highlight_at
 from simcache.render.svg import _LRU, _strip
 from simcache.render.timeline import step_x, timeline_svg
+from simcache.simulate import simulate
 
 
 def test_focus_svg_marks_only_the_first_box_of_that_node():
@@ -123,6 +124,20 @@ def test_tree_dot_passes_every_option_and_compares_with_the_operations_first_sta
             t.snapshots[step], t.snapshots[t.ops[5].first_step], highlight=highlight_at(t, step),
             hide_host=hide_host, hide_mamba=hide_mamba, page_size=1, legend=legend)
     assert tree_dot(run, step) == tree_dot(run, step, hide_host=False, hide_mamba=False, legend=True)
+
+
+def test_tree_dot_labels_the_edges_with_the_runs_page_size():
+    # page size 2: each child is keyed by its first page, so the edges read "(1, 2)", not "1" (page size 1's)
+    doc = {"config": {"page_size": 2}, "ops": [{"op": "request", "tokens": [1, 2, 3, 4]},
+                                              {"op": "request", "tokens": [1, 2, 5, 6]}]}
+    run = simulate(doc, "pre_fix")
+    t = run.trace
+    last = len(t.steps) - 1
+    dot = tree_dot(run, last, legend=False)
+    assert dot == snapshot_to_dot(t.snapshots[last], t.snapshots[t.ops[1].first_step],
+                                  highlight=highlight_at(t, last), page_size=2, legend=False)
+    assert [line for line in dot.splitlines() if " -> " in line] == [
+        '  n2 -> n8 [label=" (1, 2) "];', '  n8 -> n7 [label=" (3, 4) "];', '  n8 -> n9 [label=" (5, 6) "];']
 
 
 def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
