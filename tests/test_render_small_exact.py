@@ -6,16 +6,19 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from helpers import make_cache
 from matplotlib.colors import to_rgba
 from views_helpers import run_c
 
 import simcache.render.svg as svgmod
+from simcache.driver import Driver
 from simcache.render.dot import snapshot_to_dot
 from simcache.render.frames import caption, focus_svg, frame, op_frames, page_size, tree_dot
 from simcache.render.ghosts import highlight_at
 from simcache.render.svg import _LRU, _strip
 from simcache.render.timeline import step_x, timeline_svg
 from simcache.simulate import simulate
+from simcache.trace import Recorder
 
 
 def test_focus_svg_marks_only_the_first_box_of_that_node():
@@ -138,6 +141,27 @@ def test_tree_dot_labels_the_edges_with_the_runs_page_size():
                                   highlight=highlight_at(t, last), page_size=2, legend=False)
     assert [line for line in dot.splitlines() if " -> " in line] == [
         '  n2 -> n8 [label=" (1, 2) "];', '  n8 -> n7 [label=" (3, 4) "];', '  n8 -> n9 [label=" (5, 6) "];']
+
+
+def test_tree_dot_of_a_run_with_no_operations_compares_with_nothing():
+    # a Recorder driven by hand (no begin_op): micro-steps but no operations, so no operation's first state to
+    # compare with, and nothing is marked new or changed
+    cache = make_cache()
+    rec = Recorder()
+    drv = Driver(cache)
+    rec.attach(cache, drv)
+    drv.start([1, 2])
+    assert (len(rec.steps), rec.ops) == (6, [])
+    assert tree_dot(SimpleNamespace(trace=rec), 5, legend=False) == (
+        'digraph cache {\n'
+        '  graph [rankdir="TB" fontname="Helvetica" nodesep="0.35" ranksep="0.5" bgcolor="white" pad="0.2"];\n'
+        '  node [shape="box" fontname="Helvetica" fontsize="12" margin="0.05"];\n'
+        '  edge [fontname="Helvetica" fontsize="12" color="#374151"];\n'
+        '  n2 [id="n2" fillcolor="#f3f4f6" color="#1d4ed8" penwidth="1.5" style="filled" class="node-box" '
+        'label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2"><TR><TD ALIGN="LEFT" COLSPAN="2">'
+        '<FONT POINT-SIZE="15"><B>root</B></FONT><FONT COLOR="#6b7280">  #2</FONT></TD></TR><TR><TD COLSPAN="1" '
+        'BGCOLOR="#1e3a8a"><FONT COLOR="#ffffff"><B>lock 1</B></FONT></TD><TD></TD></TR></TABLE>>];\n'
+        '}\n')
 
 
 def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
