@@ -15,6 +15,7 @@ from simcache.driver import Driver
 from simcache.render.dot import snapshot_to_dot
 from simcache.render.frames import caption, focus_svg, frame, op_frames, page_size, tree_dot
 from simcache.render.ghosts import highlight_at
+from simcache.render.moments import moments_at
 from simcache.render.svg import _LRU, _strip
 from simcache.render.timeline import step_x, timeline_svg
 from simcache.simulate import simulate
@@ -116,6 +117,16 @@ def test_caption_names_preset_step_operation_and_moments():
     assert caption(run, last) == (f"pre_fix · step {last}/{last} · op {k} ({op_text(t, k)}) · {t.steps[last].text}"
                                   "  [assertion]")
     assert caption(run, 0) == f"pre_fix · step 0/{last} · op 0 ({op_text(t, 0)}) · {t.steps[0].text}"
+
+
+def test_caption_lists_two_moments_at_one_step_comma_separated():
+    # scenario A under pre_fix: the cascade's detach of [1,2] makes it go stale and breaks an invariant at once
+    run = simulate("scenario_a", "pre_fix")
+    t = run.trace
+    step = t.went_stale[0].step
+    assert moments_at(t, step) == ("went-stale", "violation")
+    assert caption(run, step) == (f"pre_fix · step {step}/{len(t.steps) - 1} · op 1 (mem: evict_host n=1) · "
+                                  "detach [1,2]#7 from []#2 slot 1  [went-stale, violation]")
 
 
 def test_tree_dot_passes_every_option_and_compares_with_the_operations_first_state():
