@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import make_cache
 from matplotlib.colors import to_rgba
-from views_helpers import run_c
+from views_helpers import run_c, scenario_doc
 
 import simcache.render.svg as svgmod
 from simcache.driver import Driver
@@ -182,6 +182,13 @@ def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
         with pytest.raises(IndexError) as info:
             frame(run, bad)
         assert str(info.value) == f"step {bad} is outside this run's 0..{last}"
+    # the check is frame's own: a run's lazy snapshots reject step len(steps) with the same sentence, so the run
+    # must be one that keeps none (its snapshots are a plain list, which would say "list index out of range")
+    bare = simulate(scenario_doc("scenario_C_ops"), "pre_fix", snapshots=False)
+    assert bare.trace.snapshots == [] and len(bare.trace.steps) == last + 1
+    with pytest.raises(IndexError) as info:
+        frame(bare, last + 1)
+    assert str(info.value) == f"step {last + 1} is outside this run's 0..{last}"
     f = frame(run, last, hide_host=True, hide_mamba=True, legend=False)
     assert f.step == last and f.op_index == len(run.trace.ops) - 1
     assert f.dot == tree_dot(run, last, hide_host=True, hide_mamba=True, legend=False)
