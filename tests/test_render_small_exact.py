@@ -6,15 +6,20 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from helpers import make_cache
 from matplotlib.colors import to_rgba
-from views_helpers import run_c
+from views_helpers import run_c, scenario_doc
 
 import simcache.render.svg as svgmod
+from simcache.driver import Driver
 from simcache.render.dot import snapshot_to_dot
 from simcache.render.frames import caption, focus_svg, frame, op_frames, page_size, tree_dot
 from simcache.render.ghosts import highlight_at
+from simcache.render.moments import moments_at
 from simcache.render.svg import _LRU, _strip
 from simcache.render.timeline import step_x, timeline_svg
+from simcache.simulate import simulate
+from simcache.trace import Recorder
 
 
 def test_focus_svg_marks_only_the_first_box_of_that_node():
@@ -114,6 +119,16 @@ def test_caption_names_preset_step_operation_and_moments():
     assert caption(run, 0) == f"pre_fix · step 0/{last} · op 0 ({op_text(t, 0)}) · {t.steps[0].text}"
 
 
+def test_caption_lists_two_moments_at_one_step_comma_separated():
+    # scenario A under pre_fix: the cascade's detach of [1,2] makes it go stale and breaks an invariant at once
+    run = simulate("scenario_a", "pre_fix")
+    t = run.trace
+    step = t.went_stale[0].step
+    assert moments_at(t, step) == ("went-stale", "violation")
+    assert caption(run, step) == (f"pre_fix · step {step}/{len(t.steps) - 1} · op 1 (mem: evict_host n=1) · "
+                                  "detach [1,2]#7 from []#2 slot 1  [went-stale, violation]")
+
+
 def test_tree_dot_passes_every_option_and_compares_with_the_operations_first_state():
     run = run_c()
     t = run.trace
@@ -125,6 +140,41 @@ def test_tree_dot_passes_every_option_and_compares_with_the_operations_first_sta
     assert tree_dot(run, step) == tree_dot(run, step, hide_host=False, hide_mamba=False, legend=True)
 
 
+def test_tree_dot_labels_the_edges_with_the_runs_page_size():
+    # page size 2: each child is keyed by its first page, so the edges read "(1, 2)", not "1" (page size 1's)
+    doc = {"config": {"page_size": 2}, "ops": [{"op": "request", "tokens": [1, 2, 3, 4]},
+                                              {"op": "request", "tokens": [1, 2, 5, 6]}]}
+    run = simulate(doc, "pre_fix")
+    t = run.trace
+    last = len(t.steps) - 1
+    dot = tree_dot(run, last, legend=False)
+    assert dot == snapshot_to_dot(t.snapshots[last], t.snapshots[t.ops[1].first_step],
+                                  highlight=highlight_at(t, last), page_size=2, legend=False)
+    assert [line for line in dot.splitlines() if " -> " in line] == [
+        '  n2 -> n8 [label=" (1, 2) "];', '  n8 -> n7 [label=" (3, 4) "];', '  n8 -> n9 [label=" (5, 6) "];']
+
+
+def test_tree_dot_of_a_run_with_no_operations_compares_with_nothing():
+    # a Recorder driven by hand (no begin_op): micro-steps but no operations, so no operation's first state to
+    # compare with, and nothing is marked new or changed
+    cache = make_cache()
+    rec = Recorder()
+    drv = Driver(cache)
+    rec.attach(cache, drv)
+    drv.start([1, 2])
+    assert (len(rec.steps), rec.ops) == (6, [])
+    assert tree_dot(SimpleNamespace(trace=rec), 5, legend=False) == (
+        'digraph cache {\n'
+        '  graph [rankdir="TB" fontname="Helvetica" nodesep="0.35" ranksep="0.5" bgcolor="white" pad="0.2"];\n'
+        '  node [shape="box" fontname="Helvetica" fontsize="12" margin="0.05"];\n'
+        '  edge [fontname="Helvetica" fontsize="12" color="#374151"];\n'
+        '  n2 [id="n2" fillcolor="#f3f4f6" color="#1d4ed8" penwidth="1.5" style="filled" class="node-box" '
+        'label=<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2"><TR><TD ALIGN="LEFT" COLSPAN="2">'
+        '<FONT POINT-SIZE="15"><B>root</B></FONT><FONT COLOR="#6b7280">  #2</FONT></TD></TR><TR><TD COLSPAN="1" '
+        'BGCOLOR="#1e3a8a"><FONT COLOR="#ffffff"><B>lock 1</B></FONT></TD><TD></TD></TR></TABLE>>];\n'
+        '}\n')
+
+
 def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
     run = run_c()
     last = len(run.trace.steps) - 1
@@ -132,6 +182,13 @@ def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
         with pytest.raises(IndexError) as info:
             frame(run, bad)
         assert str(info.value) == f"step {bad} is outside this run's 0..{last}"
+    # the check is frame's own: a run's lazy snapshots reject step len(steps) with the same sentence, so the run
+    # must be one that keeps none (its snapshots are a plain list, which would say "list index out of range")
+    bare = simulate(scenario_doc("scenario_C_ops"), "pre_fix", snapshots=False)
+    assert bare.trace.snapshots == [] and len(bare.trace.steps) == last + 1
+    with pytest.raises(IndexError) as info:
+        frame(bare, last + 1)
+    assert str(info.value) == f"step {last + 1} is outside this run's 0..{last}"
     f = frame(run, last, hide_host=True, hide_mamba=True, legend=False)
     assert f.step == last and f.op_index == len(run.trace.ops) - 1
     assert f.dot == tree_dot(run, last, hide_host=True, hide_mamba=True, legend=False)
