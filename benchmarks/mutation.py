@@ -13,7 +13,8 @@ listed in the README's benchmarks section with why they are equivalent.
 mutmut 3 never mutates a decorated function, and every SGLang-named cache method is decorated with ``@simulated``.
 So in the copy (never in the project) two things change, neither of which changes behaviour:
 - ``undecorate``: each ``@simulated`` line goes, and ``name = simulated(name)`` follows the function instead (the
-  same object ends up in the class: a decorator is that assignment), so mutmut sees a plain ``def``;
+  same object ends up in the class: a decorator is that assignment), so mutmut sees a plain ``def``; the same for
+  ``@fewer_collections()`` (the searches, the shrinker and the replay entry points);
 - ``TRACE_HOOKS_SHIM``: mutmut runs a function's body in a renamed copy (``x<sep>Class<sep>name__mutmut_orig``, or
   ``..._N`` for mutant N) behind a trampoline whose code object every mutated function shares, while the names in
   ``raised_in`` and call stacks are found by code object. The shim registers the copies' code objects under the
@@ -205,22 +206,30 @@ def register(fn, name=None):
 '''
 
 
+# decorators mutmut would otherwise skip the function for, each on its own line: the line -> the call it stands for
+DECORATORS = {"@simulated": "simulated", "@fewer_collections()": "fewer_collections()"}
+
+
 def undecorate(source: str) -> str:
-    """``@simulated`` on its own line above a def -> ``name = simulated(name)`` right after the def (same object)."""
+    """``@simulated`` (or ``@fewer_collections()``) on its own line above a def -> ``name = simulated(name)`` (or
+    ``name = fewer_collections()(name)``) right after the def: the same object ends up bound to the name."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    edits = []  # (decorator line, last line of the def, indent, name)
+    edits = []  # (decorator line, last line of the def, indent, name, the decorator's call)
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
             continue
         for dec in node.decorator_list:
-            if isinstance(dec, ast.Name) and dec.id == "simulated":
-                if len(node.decorator_list) != 1 or lines[dec.lineno - 1].strip() != "@simulated":
-                    raise ValueError(f"line {dec.lineno}: only a lone '@simulated' line can be rewritten")
+            text = lines[dec.lineno - 1].strip()
+            named = dec.func if isinstance(dec, ast.Call) else dec
+            if isinstance(named, ast.Name) and named.id in ("simulated", "fewer_collections"):
+                if len(node.decorator_list) != 1 or text not in DECORATORS:
+                    raise ValueError(f"line {dec.lineno}: only a lone {' or '.join(map(repr, DECORATORS))} line "
+                                     f"can be rewritten")
                 indent = lines[dec.lineno - 1][:len(lines[dec.lineno - 1]) - len(lines[dec.lineno - 1].lstrip())]
-                edits.append((dec.lineno, node.end_lineno, indent, node.name))
-    for dec_line, end_line, indent, name in sorted(edits, reverse=True):
-        lines.insert(end_line, f"{indent}{name} = simulated({name})\n")
+                edits.append((dec.lineno, node.end_lineno, indent, node.name, DECORATORS[text]))
+    for dec_line, end_line, indent, name, call in sorted(edits, reverse=True):
+        lines.insert(end_line, f"{indent}{name} = {call}({name})\n")
         del lines[dec_line - 1]
     return "".join(lines)
 

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from simcache.scenario import gallery
 from simcache.simulate import simulate
 
@@ -65,3 +67,24 @@ def test_the_transformed_package_replays_the_gallery_exactly(tmp_path):
             r = simulate(n, p, snapshots=False)
             expected[f"{n} {p}"] = [r.trace.sha256(), r.outcome, r.crash and list(r.crash.stack), r.cache.warnings]
     assert json.loads(out) == expected
+
+
+def test_undecorate_turns_fewer_collections_into_the_same_wrapping_after_the_def():
+    source = ("import x\n\n\n@fewer_collections()\ndef search(a, b=1):\n    return a + b\n\n\nclass K:\n"
+              "    @simulated\n    def step(self):\n        return 1\n")
+    assert mutation.undecorate(source) == (
+        "import x\n\n\ndef search(a, b=1):\n    return a + b\nsearch = fewer_collections()(search)\n\n\nclass K:\n"
+        "    def step(self):\n        return 1\n    step = simulated(step)\n")
+    # the explorer's and the replay's entry points are wrapped by the very same call after the rewrite
+    for path in ("simcache/explore/shrink.py", "simcache/explore/search.py", "simcache/ops_run.py"):
+        source = (ROOT / path).read_text()
+        names = [n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.decorator_list]
+        out = mutation.undecorate(source)
+        assert "@fewer_collections()" not in out and names, path
+        assert all(f"\n{n} = fewer_collections()({n})\n" in out for n in names), path
+
+
+def test_undecorate_refuses_a_decorator_it_cannot_rewrite_as_one_line():
+    for source in ("@fewer_collections(50)\ndef f():\n    pass\n", "@simulated\n@other\ndef f():\n    pass\n"):
+        with pytest.raises(ValueError, match="only a lone '@simulated' or '@fewer_collections\\(\\)' line"):
+            mutation.undecorate(source)
