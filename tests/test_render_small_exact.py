@@ -12,6 +12,7 @@ from views_helpers import run_c, scenario_doc
 
 import simcache.render.svg as svgmod
 from simcache.driver import Driver
+from simcache.errors import SimcacheError
 from simcache.render.dot import snapshot_to_dot
 from simcache.render.frames import caption, focus_svg, frame, op_frames, page_size, tree_dot
 from simcache.render.ghosts import highlight_at
@@ -189,6 +190,12 @@ def test_frame_rejects_a_step_outside_the_run_and_passes_its_options():
     with pytest.raises(IndexError) as info:
         frame(bare, last + 1)
     assert str(info.value) == f"step {last + 1} is outside this run's 0..{last}"
+    # a step inside such a run is one sentence saying how to get frames, from frame and from tree_dot alike
+    for draw in (frame, tree_dot):
+        with pytest.raises(SimcacheError) as info:
+            draw(bare, 0)
+        assert str(info.value) == ("this run keeps no snapshots (it was simulated with snapshots=False); simulate it "
+                                   "again with snapshots=True to draw its frames")
     f = frame(run, last, hide_host=True, hide_mamba=True, legend=False)
     assert f.step == last and f.op_index == len(run.trace.ops) - 1
     assert f.dot == tree_dot(run, last, hide_host=True, hide_mamba=True, legend=False)

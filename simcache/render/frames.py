@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import SimcacheError
 from .dot import snapshot_to_dot
 from .explain import explain_html, op_text
 from .ghosts import ghosts_at, highlight_at
@@ -48,8 +49,15 @@ def caption(run, step: int) -> str:
     return f"{run.preset} · step {step}/{len(t.steps) - 1} · op {k} ({op_text(t, k)}) · {s.text}{tail}"
 
 
+def _drawable(t) -> None:
+    if not t.snapshots:
+        raise SimcacheError("this run keeps no snapshots (it was simulated with snapshots=False); simulate it again "
+                            "with snapshots=True to draw its frames")
+
+
 def tree_dot(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False, legend: bool = True) -> str:
     t = run.trace
+    _drawable(t)
     prev = t.snapshots[t.ops[op_index_of(t, step)].first_step] if t.ops else None
     return snapshot_to_dot(t.snapshots[step], prev, highlight=highlight_at(t, step), hide_host=hide_host,
                            hide_mamba=hide_mamba, page_size=page_size(run), legend=legend)
@@ -61,6 +69,7 @@ def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False,
     t = run.trace
     if not 0 <= step < len(t.steps):
         raise IndexError(f"step {step} is outside this run's 0..{len(t.steps) - 1}")
+    _drawable(t)
     k = op_index_of(t, step)
     snap = t.snapshots[step]
     dot = tree_dot(run, step, hide_host=hide_host, hide_mamba=hide_mamba, legend=legend)
