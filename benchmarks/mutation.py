@@ -108,8 +108,9 @@ MODULES = {
                               "run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so",
                               "the_hash_writer_spells_odd_entries_as_json_dumps_does"))],
     # the replay entry points: the fast path against the traced one, scenarios, workloads, reference cases
-    "simcache/ops_run.py": ["tests/test_trace_fast_paths.py", "tests/test_trace_equivalence.py",
-                            "tests/test_scenario.py", "tests/test_workload.py", "tests/test_reference_scenarios.py"],
+    "simcache/ops_run.py": ["tests/test_core_exact_ops_run.py", "tests/test_trace_fast_paths.py",
+                            "tests/test_trace_equivalence.py", "tests/test_scenario.py", "tests/test_workload.py",
+                            "tests/test_reference_scenarios.py"],
     # streams.py: the same stream tests and the pools' exact tests (CudaStreams runs only where CUDA is present)
     "simcache/streams.py": [*STREAM_TESTS, "tests/test_core_exact_pools.py"],
     "simcache/snapshot.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_core_exact_state.py",
