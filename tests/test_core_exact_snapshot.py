@@ -73,6 +73,25 @@ def test_node_view_copies_every_field_of_the_node():
     assert (got.last_access_time, type(got.last_access_time)) == (3.0, float)
 
 
+def test_node_view_puts_each_counter_in_its_own_field():
+    cache = make_cache("write_through")
+    n = cache._new_node((4, 5))
+    n.value, n.host_value, n.mamba_value, n.mamba_host_value = [10, 11], [12, 13], [14], [15]
+    n.full_lock_ref, n.mamba_lock_ref, n.host_ref_counter, n.host_mamba_ref_counter = 1, 2, 3, 4
+    n.hit_count, n.last_access_time = 5, 6.5
+    assert node_view(n, False, 9) == NodeView(n.id, (4, 5), None, (), False, (10, 11), (12, 13), (14,), (15,), 1, 2,
+                                              3, 4, 5, 6.5, 9)
+
+
+def test_take_puts_each_of_the_roots_counters_in_its_own_field():
+    cache = make_cache("write_through")
+    root = cache.root_node
+    root.full_lock_ref, root.mamba_lock_ref, root.host_ref_counter, root.host_mamba_ref_counter = 4, 5, 6, 7
+    root.hit_count, root.last_access_time = 3, 8.5
+    assert take(cache).nodes == {root.id: NodeView(root.id, (), None, (), True, (), None, None, None, 4, 5, 6, 7, 0,
+                                                   8.5, 0)}
+
+
 def test_node_view_lists_the_children_and_gives_a_missing_value_as_none():
     cache = make_cache("write_through")
     drv = Driver(cache)
