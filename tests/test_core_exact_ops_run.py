@@ -293,8 +293,23 @@ def test_run_ops_reports_live_requests_double_frees_leaks_and_each_status_letter
         free=dict(device_kv=[2, 3], device_mamba=[], host_kv=[4, 5, 6, 7], host_mamba=[2, 3, 4, 5, 6, 7]))
     c = run_ops(load("C"), "pre_fix")
     assert (c["status"], c["step"], c["first_stale"], c["stale_final"]) == ("........ .x".replace(" ", ""), 9, 5, [])
-    assert c["double_frees"] == [dict(pool="device_kv", slots=[0, 1], chain=c["double_frees"][0]["chain"])]
+    assert c["double_frees"] == [dict(pool="device_kv", slots=[0, 1], chain=[
+        "_iteratively_delete_tombstone_leaf", "_evict_regular", "_evict_device_leaf", "evict"])]
     assert {p: a["leaked"] for p, a in c["accounting"].items() if a["leaked"]} == {"host_kv": [2, 3]}
+
+
+def test_run_ops_reports_the_stale_references_left_at_the_end():
+    """Scenario D stopped after its host eviction (pre_fix): the detached C is still in three holders, its device
+    slot leaks."""
+    doc = load("D")
+    report = run_ops({**doc, "ops": doc["ops"][:2]}, "pre_fix")
+    assert plain(report) == {
+        **D_MERGED, "status": "..", "first_stale": 1,
+        "stale_final": ["3@evictable_full_device_leaves", "3@full_lru_list", "3@mamba_lru_list"],
+        "counters": {**D_MERGED["counters"], "full_evictable": 1, "mamba_evictable": 1},
+        "accounting": {**D_MERGED["accounting"], "device_kv": {**NO_ISSUES, "leaked": [0]},
+                       "device_mamba": {**NO_ISSUES, "leaked": [0]}},
+        "free": {**D_MERGED["free"], "device_kv": list(range(1, 32)), "device_mamba": list(range(1, 8))}}
 
 
 def test_run_ops_reports_the_guards_warnings():
