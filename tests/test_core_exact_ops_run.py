@@ -474,20 +474,25 @@ def test_execute_with_a_window_runs_the_operations_before_it_fast_and_records_on
     assert (out["status"], [o.index for o in rec.ops], rec.cache is out["_cache"]) == (".", [0], True)
 
 
-def test_execute_with_a_window_that_starts_later_attaches_the_recorder_there():
+@pytest.mark.parametrize("window, attached, recorded", [
+    (None, [(0, [])], [0, 1, 2]), ((0, 1), [(0, [])], [0]), ((1, 3), [(0, D_TREE)], [1, 2]),
+    ((2, 3), [(0, D_TREE)], [2])])
+def test_execute_attaches_the_recorder_once_where_its_window_starts(window, attached, recorded):
+    """(ops recorded, the tree) at each attach: before anything runs, or after the operations before the window."""
+    from simcache.state import tree_lines
     cfg, ops = check_doc(load("D"))
-    attached_at = []
+    attaches = []
     rec = Recorder(snapshots=False, invariants=False, states=True)
     real = rec.attach
 
     def attach(cache, drv=None):
-        attached_at.append(len(drv.live) if drv is not None else None)
-        attached_at.append(len(rec.ops))
+        assert drv is not None and drv.cache is cache
+        attaches.append((len(rec.ops), tree_lines(cache)))
         return real(cache, drv)
 
     rec.attach = attach
-    execute(cfg, [(None, op) for op in ops], preset("merged_fix"), recorder=rec, window=(2, 3))
-    assert attached_at == [0, 0] and [o.index for o in rec.ops] == [2]
+    execute(cfg, [(None, op) for op in ops], preset("merged_fix"), recorder=rec, window=window)
+    assert (attaches, [o.index for o in rec.ops]) == (attached, recorded)
 
 
 def test_execute_with_a_recorder_and_no_trace_records_every_operation():
