@@ -177,6 +177,14 @@ def test_pool_views_take_the_leaks_they_are_given_and_sort_the_used_and_double_f
     assert pool_views(cache)["device_kv"].leaked == (0, 2, 4, 5)
 
 
+def test_pool_views_list_the_used_slots_in_order_whatever_order_a_set_holds_them_in():
+    cache = make_cache("write_through", device_kv=10)
+    pool = cache.pools.device_kv
+    pool.alloc(9)
+    pool.free(list(range(7)))
+    assert pool_views(cache)["device_kv"] == PoolView("device_kv", 10, (9, *range(7)), (7, 8), (7, 8), ())
+
+
 def test_a_pool_view_is_frozen_plain_data():
     p = PoolView("host_kv", 2, (0,), (1,), (), (1,))
     assert (p.name, p.size, p.free, p.used, p.leaked, p.double_freed) == ("host_kv", 2, (0,), (1,), (), (1,))
@@ -307,6 +315,7 @@ def test_the_insert_loops_node_is_drawn_even_when_nothing_else_reaches_it():
 def test_the_root_is_drawn_as_the_root_even_when_a_prefetch_anchors_at_it():
     cache = make_cache("write_through", storage=True, host_kv=4)
     Driver(cache).step({"op": "prefetch", "tokens": [1, 2, 9, 9]}, 0)
+    cache.root_node.hit_count = 3  # the root's view always counts 0 hits: it is not drawn as a plain node
     snap = take(cache)
     assert snap.nodes == {2: NodeView(2, (), None, (), True, (), None, None, None, 1, 1, 1, 1, 0, 10.0, 0)}
     assert (snap.holders, snap.ongoing["prefetch"], snap.stale, snap.order) == ({2: ("prefetch anchor",)}, (2,), (),
