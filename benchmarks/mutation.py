@@ -235,6 +235,15 @@ def undecorate(source: str) -> str:
     return "".join(lines)
 
 
+# written into the copy's tests/ (never the project's): mutmut runs the tests once in its own process (for its
+# stats), then forks a child per mutant; a tqdm bar made there starts tqdm's monitor thread, and a child forked while
+# that thread holds tqdm's lock waits on it forever (no CPU spent, so mutmut's CPU-time limit never fires)
+CONFTEST = """from tqdm import tqdm
+
+tqdm.monitor_interval = 0  # no monitor thread: see benchmarks/mutation.py
+"""
+
+
 def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | None:
     """The transformed copy in ``work``, with mutmut's section; a dict saying why not when the tests fail there."""
     for name in COPY:
@@ -244,6 +253,7 @@ def prepare(work: Path, module: str, tests: list[str], verify: bool) -> dict | N
     target.write_text(undecorate(target.read_text()))
     with open(work / "simcache" / "trace_hooks.py", "a") as f:
         f.write(TRACE_HOOKS_SHIM)
+    (work / "tests" / "conftest.py").write_text(CONFTEST)
     if verify:
         check = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p",
                                 "no:cacheprovider", *tests], cwd=work, capture_output=True, text=True,
@@ -303,6 +313,7 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
                            and (not only or any(fnmatch.fnmatch(k, p) for p in only)))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
+                (dest / "conftest.py").write_text(CONFTEST)
             for conf in (work / "pyproject.toml", work / "mutants" / "pyproject.toml"):  # the selection as it is now
                 if conf.exists():  # (new test files join it; mutmut collects stats for the tests it has not seen)
                     conf.write_text(re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
