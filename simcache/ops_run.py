@@ -133,7 +133,7 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
     drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
     status, crash, step, first_stale = [], None, None, None
     start, stop = window if window is not None else (0, len(ops))
-    bar = _progress(stop, progress)
+    bar = _progress(min(stop, len(ops)), progress)  # one tick per operation run, the fast ones before A included
     if trace:
         from .trace import Recorder
 
@@ -218,11 +218,13 @@ class OpTrace(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return list(self._walk(*i.indices(len(self))))
-        i = int(i)
+        asked = i = int(i)
+        n = len(self)
         if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"operation {i} is outside this run's 0..{len(self) - 1}")
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"operation {asked} is outside this run's 0..{n - 1} (or -{n}..-1 from the end)" if n
+                             else f"operation {asked}: this run traced no operations")
         tree = self._kept.get(i)
         if tree is None:
             tree = next(self._rec.iter_op_ends(i, i + 1, tree_lines))[1]

@@ -627,7 +627,7 @@ class Recorder:
         from bisect import bisect_right
 
         cps = [c.op for c in self.checkpoints]
-        p = start
+        p, stop = start, min(stop, len(self.ops))  # past the last operation there is nothing to replay
         while p < stop:
             k = bisect_right(cps, p) - 1
             cp = self.checkpoints[k]

@@ -446,8 +446,11 @@ def test_execute_moves_its_bar_once_per_operation_and_closes_it(monkeypatch):
     execute(cfg, [(None, op) for op in ops], preset("pre_fix"), progress=True)
     execute(cfg, [(None, op) for op in ops], preset("merged_fix"), window=(1, 2))
     execute(cfg, [(None, op) for op in ops], preset("merged_fix"), progress=None)
+    # a window reaching past the last operation: the bar's total is what runs (3), not the window's end (9)
+    execute(cfg, [(None, op) for op in ops], preset("merged_fix"), window=(1, 9), progress=True)
     assert [(b.args, b.updates, b.closed) for b in bars] == [
-        ((3, True), [1, 1, 1], True), ((2, False), [1, 1], True), ((3, None), [1, 1, 1], True)]
+        ((3, True), [1, 1, 1], True), ((2, False), [1, 1], True), ((3, None), [1, 1, 1], True),
+        ((3, True), [1, 1, 1], True)]
 
 
 def test_execute_without_a_bar_runs_the_same():
@@ -565,12 +568,31 @@ def deadline(seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.mark.parametrize("i, shown", [(3, 3), (4, 4), (-4, -1), (-10, -7)])
-def test_op_trace_names_an_index_outside_the_run(i, shown):
+@pytest.mark.parametrize("i", [3, 4, -4, -10])
+def test_op_trace_names_an_index_outside_the_run_as_it_was_asked(i):
     _, tr = d_trace()
     with deadline(5), pytest.raises(IndexError) as e:
         tr[i]
-    assert str(e.value) == f"operation {shown} is outside this run's 0..2"
+    assert str(e.value) == f"operation {i} is outside this run's 0..2 (or -3..-1 from the end)"
+
+
+def test_op_trace_of_a_run_that_traced_no_operations_says_so():
+    tr = run_ops({"ops": [{"op": "request", "tokens": [1]}]}, "pre_fix", trace=True)["trace"]
+    tr._rec.ops.clear()
+    for i in (0, -1):
+        with deadline(5), pytest.raises(IndexError) as e:
+            tr[i]
+        assert str(e.value) == f"operation {i}: this run traced no operations"
+    assert list(tr) == [] and tr[0:5] == []
+
+
+def test_replaying_operation_ends_past_the_last_operation_yields_nothing():
+    """``iter_op_ends`` clamps ``stop`` to the run (it used to loop forever when ``start`` was past the end)."""
+    _, tr = d_trace()
+    rec = tr._rec
+    with deadline(5):
+        assert list(rec.iter_op_ends(3, 4, id)) == [] and list(rec.iter_op_ends(7, 9, id)) == []
+        assert [p for p, _ in rec.iter_op_ends(1, 10, id)] == [1, 2]
 
 
 def test_op_trace_keeps_each_tree_it_rebuilt_and_hands_out_copies():
