@@ -309,7 +309,8 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
         before: dict[str, str] = {}
         if rerun:
             before = json.loads(saved.read_text()) if saved.exists() else statuses(work)
-            names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked")
+            # "segfault": a run killed from outside (SIGKILL reads as one to mutmut), e.g. a hung child
+            names = sorted(k for k, v in before.items() if v in (*UNKILLED, "not checked", "segfault")
                            and (not only or any(fnmatch.fnmatch(k, p) for p in only)))
             for dest in (work / "tests", work / "mutants" / "tests"):
                 shutil.copytree(ROOT / "tests", dest, dirs_exist_ok=True)
