@@ -149,3 +149,85 @@ def test_max_rounds_counts_the_rounds_of_every_strategy_together():
     one = shrink(sc, "pre_fix", max_rounds=1)
     assert one.case() == dict(config=CONFIG_A, flags={}, initial=INITIAL_A, actors=ACTORS_A, schedule="mem l3 mem")
     assert (one.rounds, one.candidates) == (1, 34)
+
+
+NO_TOKENS, NO_NUMBERS = without(sp.pass_tokens), without(sp.pass_numbers)
+# scenario B, shrunk without shortening token lists (``NO_TOKENS`` alone) and then with (``NO_TOKENS, PASSES``):
+# the same six operations and four switches either way; the second shortens C's tokens to [5] (7 tokens, not 8)
+CONFIG_B = dict(policy="write_back", storage=False, page_size=1, device_kv=6, device_mamba=2, host_kv=2,
+                host_mamba=1, prefetch_threshold=1, load_back_threshold=10, prefetch_stop_policy="best_effort",
+                driver="fuzz", write_through_threshold=2)
+ACTORS_B6 = dict(A=[dict(op="request", tokens=[1, 2, 3])], B=[dict(op="request", tokens=[1, 2, 4])],
+                 mem=[dict(op="evict", n=1), dict(op="evict", n=2)], C=[dict(op="request", tokens=[5])],
+                 mem2=[dict(op="evict", n=1)])
+
+
+@pytest.mark.parametrize("strategies", [((NO_TOKENS,), (NO_TOKENS, sp.PASSES)),
+                                        ((NO_TOKENS, sp.PASSES), (NO_TOKENS,))],
+                         ids=["fewer_tokens_second", "fewer_tokens_first"])
+def test_of_two_results_with_the_same_operations_and_switches_fewer_tokens_wins(monkeypatch, strategies):
+    monkeypatch.setattr(SHRINK, "STRATEGIES", strategies)
+    small = shrink("scenario_b", "pre_fix")
+    assert small.case() == dict(config=CONFIG_B, flags={}, initial=[], actors=ACTORS_B6, schedule="A B mem*2 C mem2")
+    assert (small.rounds, small.candidates) == (6, 174)
+
+
+@pytest.mark.parametrize("strategies, pools", [
+    (((sp.PASSES,), (NO_NUMBERS,)), dict(device_kv=0, device_mamba=0, host_kv=3, host_mamba=0)),
+    (((NO_NUMBERS,), (sp.PASSES,)), dict(device_kv=32, device_mamba=8, host_kv=8, host_mamba=8))],
+    ids=["pools_shrunk_first", "pools_whole_first"])
+def test_of_two_results_of_the_same_size_the_first_strategys_stays(monkeypatch, strategies, pools):
+    """Without ``pass_numbers`` scenario A shrinks to the same three operations, but keeps its pools and its
+    evictions' ``n``; _size does not count those, so the tie keeps whichever came first."""
+    monkeypatch.setattr(SHRINK, "STRATEGIES", strategies)
+    small = shrink("scenario_a", "pre_fix")
+    actors = ACTORS_A if pools["host_kv"] == 3 else ACTORS_A_FULL
+    assert small.case() == dict(config={**CONFIG_A, **pools}, flags={}, initial=INITIAL_A, actors=actors,
+                                schedule="mem l3 mem")
+    assert (small.rounds, small.candidates) == (4, 78)
+
+
+def test_scenario_b_keeps_the_first_strategys_five_operations_over_the_seconds_six():
+    small = shrink("scenario_b", "pre_fix")
+    assert small.case() == dict(
+        config={**CONFIG_B, "device_kv": 5}, flags={}, initial=[],
+        actors=dict(A=[dict(op="request", tokens=[1, 3])], B=[dict(op="request", tokens=[1, 2, 4])],
+                    mem=[dict(op="evict", n=2)], C=[dict(op="request", tokens=[5, 6])], mem2=[dict(op="evict", n=2)]),
+        schedule="A B mem C mem2")
+    assert (small.steps, small.switches, small.preemptions, small.rounds, small.candidates) == (5, 4, 0, 7, 214)
+
+
+# --- a failure that comes earlier once something is dropped -------------------------------------------------------
+
+CONFIG_B_FULL = {**CONFIG_B, "device_kv": 32, "device_mamba": 8, "host_mamba": 8}
+ACTORS_B_FULL = dict(A=[dict(op="request", tokens=[1, 2, 3])], B=[dict(op="request", tokens=[1, 2, 4])],
+                     mem=[dict(op="evict", n=2), dict(op="evict", n=2)], C=[dict(op="request", tokens=[5, 6])],
+                     mem2=[dict(op="evict", n=2)])
+NOT_BACKUPED = "AssertionError: not backuped, node.id=# @ _evict_to_host"
+
+
+def test_dropping_an_actor_that_makes_the_crash_come_sooner_drops_the_actors_after_it_too():
+    """Under described_fix scenario B's last eviction (mem2's) raises "not backuped". Without A the first eviction
+    already raises it, so the run stops there and mem's second eviction, C and mem2 go with the operations it no
+    longer reaches; the actor pass then goes on without them (it used to look C up again: KeyError 'C')."""
+    small = shrink("scenario_b", "described_fix")
+    assert small.case() == dict(
+        config={**CONFIG_B, "device_kv": 1, "device_mamba": 1, "host_kv": 0, "host_mamba": 0}, flags={}, initial=[],
+        actors=dict(B=[dict(op="request", tokens=[1])], mem=[dict(op="evict", n=1)]), schedule="B mem")
+    assert small.as_dict() == dict(schedule="B mem", steps=2, assertion="AssertionError: not backuped, node.id=7",
+                                   raised_in="_evict_to_host", signature=NOT_BACKUPED, switches=1, preemptions=0,
+                                   actors=dict(B=1, mem=1), candidates=89)
+
+
+def test_the_minimal_cases_outcome_is_its_run_under_the_preset_it_was_shrunk_under():
+    """Scenario B as given (no round) fails under described_fix with "not backuped" at its sixth operation, where
+    pre_fix raises the race: the file's expect block and the record are described_fix's."""
+    small = shrink("scenario_b", "described_fix", max_rounds=0)
+    assert small.case() == dict(config=CONFIG_B_FULL, flags={}, initial=[], actors=ACTORS_B_FULL,
+                                schedule="A B mem*2 C mem2")
+    assert small.as_dict() == dict(schedule="A B mem*2 C mem2", steps=6,
+                                   assertion="AssertionError: not backuped, node.id=10", raised_in="_evict_to_host",
+                                   signature=NOT_BACKUPED, switches=4, preemptions=0,
+                                   actors=dict(A=1, B=1, mem=2, C=1, mem2=1), candidates=2)
+    assert small.scenario.expect == dict(described_fix=dict(outcome="assertion", raised_in="_evict_to_host", step=5,
+                                                            message="not backuped, node.id=10"))
