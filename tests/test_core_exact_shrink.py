@@ -231,3 +231,141 @@ def test_the_minimal_cases_outcome_is_its_run_under_the_preset_it_was_shrunk_und
                                    actors=dict(A=1, B=1, mem=2, C=1, mem2=1), candidates=2)
     assert small.scenario.expect == dict(described_fix=dict(outcome="assertion", raised_in="_evict_to_host", step=5,
                                                             message="not backuped, node.id=10"))
+
+
+# --- the passes, one at a time, on hand-made cases ----------------------------------------------------------------
+# Each pass returns the last case it accepted (None: none), and ``sh.tried`` counts the runs it made: a candidate
+# that does not fail the same way is one run, an accepted one two (the check and ``truncate``'s replay).
+
+SIG_D = f"AssertionError: {X} @ _delete_tombstone_leaf"
+SIG_N = "AssertionError: non-leaf, node.id=# @ _evict_regular"
+DOC_A = dict(config=CONFIG_A, initial=INITIAL_A, actors=ACTORS_A)  # scenario A's minimal case, "mem l3 mem"
+DOC_B = dict(config={**CONFIG_B, "device_kv": 5},  # scenario B's, "A B mem C mem2"
+             actors=dict(A=[dict(op="request", tokens=[1, 3])], B=[dict(op="request", tokens=[1, 2, 4])],
+                         mem=[dict(op="evict", n=2)], C=[dict(op="request", tokens=[5, 6])],
+                         mem2=[dict(op="evict", n=2)]))
+DOC_D = dict(config={**CONFIG_A, "storage": False, "device_kv": 1, "host_kv": 2},  # scenario D's, "mem*2"
+             initial=[dict(key=[1, 2], parent=None, host=True), dict(key=[3], parent=0, device=True)],
+             actors=dict(mem=[dict(op="evict_host", n=1), dict(op="evict", n=1)]))
+DOC_N = dict(config={**CONFIG_A, "device_kv": 1, "device_mamba": 1, "host_kv": 2, "host_mamba": 1},  # "pf R6 pf mem"
+             actors=dict(pf=[dict(op="prefetch", tokens=[1, 2]), dict(op="prefetch_done", n=2, mamba_hit=True)],
+                         R6=[dict(op="request", tokens=[1])], mem=[dict(op="evict", n=1)]))
+EVENTS = dict(op="events")
+
+
+def turns(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+def case(doc: dict, schedule: str, **changes) -> sp.Case:
+    import copy
+
+    return sp.Case(copy.deepcopy({**doc, **changes}), turns(schedule))
+
+
+def run_pass(p, c: sp.Case, target: str = SIG_A):
+    sh = sp.Shrinker("pre_fix", SHRINK_FLAGS, target)
+    got = p(sh, c)
+    return (None if got is None else (got.doc, " ".join(got.turns))), sh.tried
+
+
+def _flags():
+    from simcache.versions import preset
+
+    return preset("pre_fix")
+
+
+SHRINK_FLAGS = _flags()
+
+
+def test_the_minimal_cases_here_fail_the_same_way_and_no_pass_shrinks_them():
+    for doc, schedule, target in ((DOC_A, "mem l3 mem", SIG_A), (DOC_B, "A B mem C mem2", SIG_A),
+                                  (DOC_D, "mem mem", SIG_D), (DOC_N, "pf R6 pf mem", SIG_N)):
+        sh = sp.Shrinker("pre_fix", SHRINK_FLAGS, target)
+        assert sh.fails(case(doc, schedule))
+        assert [p(sh, case(doc, schedule)) for p in sp.PASSES] == [None] * len(sp.PASSES)
+
+
+def test_blocks_are_the_maximal_runs_of_one_actor_and_drop_turn_drops_the_kth_turn_of_one_actor():
+    assert sp._blocks(turns("A A B A C C")) == [("A", 0, 2), ("B", 2, 3), ("A", 3, 4), ("C", 4, 6)]
+    assert sp._blocks(()) == []
+    assert sp._drop_turn(turns("A B A A"), "A", 1) == turns("A B A")
+    assert sp._drop_turn(turns("A B A A"), "A", 0) == turns("B A A")
+    assert sp._drop_turn(turns("A B A A"), "B", 0) == turns("A A A")
+
+
+def test_truncate_drops_the_operations_after_the_crash_and_the_actors_left_without_any():
+    c = case(DOC_A, "mem l3 mem mem late",
+             actors={"mem": [*ACTORS_A["mem"], dict(op="evict_host", n=1)], "l3": [dict(op="l3_ack")] * 2,
+                     "late": [EVENTS]})
+    sh = sp.Shrinker("pre_fix", SHRINK_FLAGS, SIG_A)
+    got = sp.truncate(sh, c)
+    assert (got.doc, got.turns, sh.tried) == (DOC_A, turns("mem l3 mem"), 1)
+    assert len(c.doc["actors"]["mem"]) == 3  # the case given is left as it was
+
+
+def test_the_actor_pass_drops_an_actor_and_stops_at_the_last_one():
+    got = run_pass(sp.pass_actors, case(DOC_D, "ctl mem mem", actors=dict(ctl=[EVENTS], **DOC_D["actors"])), SIG_D)
+    assert got == ((DOC_D, "mem mem"), 2)  # mem, the last actor, is never tried
+
+
+def test_the_operation_pass_drops_an_actors_last_operation_first_and_never_an_actors_only_one():
+    c = case(DOC_A, "ctl mem l3 ctl mem", actors=dict(**ACTORS_A, ctl=[EVENTS, EVENTS]))
+    # mem's two evictions are tried (neither goes), l3's only operation is not, ctl's second goes
+    assert run_pass(sp.pass_ops, c) == (({**DOC_A, "actors": dict(**ACTORS_A, ctl=[EVENTS])}, "ctl mem l3 mem"), 4)
+
+
+def test_the_initial_pass_drops_leaves_renumbers_parents_then_drops_node_flags():
+    """An extra host node [7] comes first, so S's child now names parent 1; [3] is tried first (the race needs
+    it), S is not (it has a child), [7] goes and the child's parent becomes 0. Then each node flag is tried:
+    the hashes and the child's mamba copy go, the host copies and S's L3 backup stay."""
+    initial = [dict(key=[7], parent=None, host=True), dict(key=[1, 2], parent=None, host=True, hash=True,
+                                                           l3_backup=True),
+               dict(key=[3], parent=1, host=True, mamba_host=True, hash=True)]
+    config = {**CONFIG_A, "host_kv": 4, "host_mamba": 1}  # a host slot for [7], a host mamba slot for [3]
+    got = run_pass(sp.pass_initial, case(DOC_A, "mem l3 mem", initial=initial, config=config))
+    assert got == (({**DOC_A, "config": config}, "mem l3 mem"), 12)
+
+
+def test_the_initial_pass_removes_the_key_when_the_last_node_goes():
+    c = case(DOC_N, "pf R6 pf mem", initial=[dict(key=[9], parent=None, host=True)])
+    assert run_pass(sp.pass_initial, c, SIG_N) == ((DOC_N, "pf R6 pf mem"), 2)
+
+
+def test_the_token_pass_drops_tokens_from_the_end_of_each_list_keeping_one():
+    c = case(DOC_B, "A B mem C mem2", actors={**DOC_B["actors"], "A": [dict(op="request", tokens=[1, 2, 3])],
+                                              "C": [dict(op="request", tokens=[5, 6, 7])]})
+    # A: 3 goes? no; 2 goes; then [1,3]: 1 goes? no. B: 4, 2, 1 no. C: 7 goes, then 6, 5 no
+    assert run_pass(sp.pass_tokens, c) == ((DOC_B, "A B mem C mem2"), 11)
+
+
+def test_the_number_pass_lowers_each_n_and_each_pool_to_the_smallest_that_still_fails():
+    c = case(DOC_A, "mem l3 mem", actors={**ACTORS_A, "mem": [dict(op="evict_host", n=1), dict(op="evict_host", n=3)]},
+             config={**CONFIG_A, "device_kv": 2, "host_kv": 5, "host_mamba": 1})
+    assert run_pass(sp.pass_numbers, c) == ((DOC_A, "mem l3 mem"), 13)
+
+
+def test_the_merge_pass_moves_a_later_run_back():
+    """Y's second turn joins its first (its events change nothing); mem's two runs cannot join (the L3 ack must
+    come between the evictions)."""
+    actors = dict(Y=[EVENTS, EVENTS], mem=ACTORS_A["mem"], Z=[EVENTS], l3=ACTORS_A["l3"])
+    got = run_pass(sp.pass_merge, case(DOC_A, "Y mem Z Y l3 mem", actors=actors))
+    assert got == (({**DOC_A, "actors": actors}, "Y Y mem Z l3 mem"), 4)
+
+
+def test_the_merge_pass_moves_an_earlier_run_forward():
+    """Scenario B's two evictions as one actor M, "X A B M C M": moving the second M back fails another way,
+    moving the first forward (after C) fails the same way."""
+    a = DOC_B["actors"]
+    actors = dict(X=[EVENTS], A=a["A"], B=a["B"], C=a["C"], M=a["mem"] + a["mem2"])
+    got = run_pass(sp.pass_merge, case(DOC_B, "X A B M C M", actors=actors))
+    assert got == (({**DOC_B, "actors": actors}, "X A B C M M"), 3)
+
+
+def test_the_schedule_pass_finds_the_order_with_fewer_preemptions_or_returns_none():
+    a = DOC_B["actors"]
+    actors = dict(A=a["A"], B=a["B"], C=a["C"], M=a["mem"] + a["mem2"])
+    got = run_pass(sp.pass_schedule, case(DOC_B, "A B M C M", actors=actors))
+    assert got == (({**DOC_B, "actors": actors}, "A B C M M"), 3)
+    assert run_pass(sp.pass_schedule, case(DOC_D, "mem mem"), SIG_D) == (None, 1)  # no preemption to save
+    assert run_pass(sp.pass_schedule, case(DOC_A, "mem l3 mem")) == (None, 1)  # one, and no order has none
