@@ -90,9 +90,9 @@ MODULES = {
                            "tests/test_reference_scenarios.py", *CORE,
                            "tests/test_core_exact_driver2.py"],
     "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py",
-                                   "tests/test_shrink_schedule_pass.py"],
+                                   "tests/test_shrink_schedule_pass.py", "tests/test_core_exact_shrink.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py",
-                                          "tests/test_shrink_schedule_pass.py"],
+                                          "tests/test_shrink_schedule_pass.py", "tests/test_core_exact_shrink.py"],
     # trace.py: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
                           "tests/test_trace_equivalence.py",

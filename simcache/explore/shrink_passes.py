@@ -88,6 +88,8 @@ def pass_actors(sh: Shrinker, case: Case) -> Case | None:
     for actor in list(_ops(case.doc)):
         if len(_ops(case.doc)) == 1:
             break
+        if actor not in _ops(case.doc):  # an accepted drop made the crash come sooner: truncate dropped it
+            continue
         doc = copy.deepcopy(case.doc)
         del doc["actors"][actor]
         got = sh.accept(case.with_(doc, [a for a in case.turns if a != actor]))
