@@ -89,10 +89,11 @@ MODULES = {
     "simcache/driver.py": ["tests/test_operations.py", "tests/test_core_exact_driver.py", "tests/test_gallery.py",
                            "tests/test_reference_scenarios.py", *CORE,
                            "tests/test_core_exact_driver2.py"],
-    "simcache/explore/shrink.py": ["tests/test_explore.py", "tests/test_minimality.py",
-                                   "tests/test_shrink_schedule_pass.py", "tests/test_core_exact_shrink.py"],
-    "simcache/explore/shrink_passes.py": ["tests/test_explore.py", "tests/test_minimality.py",
-                                          "tests/test_shrink_schedule_pass.py", "tests/test_core_exact_shrink.py"],
+    # the shrinker: its exact tests first (fast), then the searches' and the brute-force minimality checks
+    "simcache/explore/shrink.py": ["tests/test_core_exact_shrink.py", "tests/test_explore.py",
+                                   "tests/test_minimality.py", "tests/test_shrink_schedule_pass.py"],
+    "simcache/explore/shrink_passes.py": ["tests/test_core_exact_shrink.py", "tests/test_explore.py",
+                                          "tests/test_minimality.py", "tests/test_shrink_schedule_pass.py"],
     # trace.py: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
                           "tests/test_trace_equivalence.py",
