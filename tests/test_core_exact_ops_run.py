@@ -632,3 +632,38 @@ def test_op_trace_iterates_compares_and_prints():
     empty = run_ops({"ops": []}, trace=True)["trace"]
     assert (len(empty), list(empty), empty == [], repr(empty)) == (
         0, [], True, "<OpTrace of 0 operations, trees rebuilt on demand>")
+
+
+# --- what the mutation run of ops_run.py left ----------------------------------------------------------------------
+
+def test_first_stale_stays_the_first_operation_when_a_later_one_detaches_again():
+    """Two host-only parents, each over a live device child (scenario D's shape twice): pre_fix's first host
+    eviction detaches P1 with C1 (stale), the second P2 with C2. The first stale operation stays 1, though the
+    second also detaches and stale references are still there."""
+    doc = {"config": {**load("D")["config"]},
+           "ops": [{"op": "inject", "nodes": [{"key": [1, 2], "parent": None, "host": True},
+                                              {"key": [3], "parent": 0, "device": True, "mamba": True},
+                                              {"key": [5, 6], "parent": None, "host": True},
+                                              {"key": [7], "parent": 2, "device": True, "mamba": True}]},
+                   {"op": "evict_host", "n": 2}, {"op": "evict_host", "n": 2}]}
+    report = run_ops(doc, "pre_fix")
+    assert (report["status"], report["first_stale"], report["stale_final"]) == (
+        "...", 1, [f"{n}@{holder}" for n in (3, 7)
+                   for holder in ("evictable_full_device_leaves", "full_lru_list", "mamba_lru_list")])
+
+
+def test_a_traced_run_records_per_operation_states_only():
+    """``trace=True`` with no recorder of the caller's: a recorder that keeps the states it rebuilds each operation's
+    tree from, and neither snapshots nor invariants (the memory and time a long run would spend on them)."""
+    rec = run_ops(load("D"), "pre_fix", trace=True)["trace"]._rec
+    assert (rec.want_snapshots, rec.want_invariants, rec.want_states) == (False, False, True)
+
+
+def test_an_unknown_operation_is_named_by_its_index():
+    cfg, ops = check_doc(load("D"))
+    drv = Driver(make_cache())
+    with pytest.raises(ScenarioError) as e:
+        apply_op(drv, 2, {"op": "bogus"})
+    assert str(e.value) == "op 2: unknown op 'bogus'"
+    assert said(execute, cfg, [(None, ops[0]), (None, {"op": "bogus"})], preset("pre_fix")) == \
+        "op 1: unknown op 'bogus'"
