@@ -369,3 +369,21 @@ def test_the_schedule_pass_finds_the_order_with_fewer_preemptions_or_returns_non
     assert got == (({**DOC_B, "actors": actors}, "A B C M M"), 3)
     assert run_pass(sp.pass_schedule, case(DOC_D, "mem mem"), SIG_D) == (None, 1)  # no preemption to save
     assert run_pass(sp.pass_schedule, case(DOC_A, "mem l3 mem")) == (None, 1)  # one, and no order has none
+
+
+def test_the_token_pass_goes_on_when_a_shorter_list_makes_the_crash_come_sooner():
+    """Scenario B's three requests as one actor R, under described_fix ("not backuped"): with R's first request
+    shortened to [1,3] the first eviction already raises, so the run stops there and truncate drops R's third
+    request (and mem's second eviction, mem2). The pass then stops at R's second request (it used to index the
+    third: IndexError)."""
+    from simcache.versions import preset
+
+    full = load("scenario_b").as_doc()
+    a = full["actors"]
+    doc = dict(config=full["config"], actors=dict(R=a["A"] + a["B"] + a["C"], mem=a["mem"], mem2=a["mem2"]))
+    sh = sp.Shrinker("described_fix", preset("described_fix"), NOT_BACKUPED)
+    got = sp.pass_tokens(sh, sp.Case(doc, turns("R R mem mem R mem2")))
+    # R's first list: 3 cannot go, 2 can, then 1 can; its second list: 4, 2, 1 cannot
+    assert (got.doc, got.turns, sh.tried) == (
+        dict(config=full["config"], actors=dict(R=[dict(op="request", tokens=[3]), a["B"][0]], mem=[a["mem"][0]])),
+        turns("R R mem"), 8)

@@ -147,7 +147,10 @@ def pass_initial(sh: Shrinker, case: Case) -> Case | None:
 def pass_tokens(sh: Shrinker, case: Case) -> Case | None:
     changed = None
     for actor in list(_ops(case.doc)):
-        for k in range(len(_ops(case.doc).get(actor, ()))):
+        k = 0
+        # re-read the case each time: a shorter list can make the crash come sooner, and ``truncate`` then drops
+        # this actor's later operations
+        while k < len(_ops(case.doc).get(actor, ())):
             i = len(_ops(case.doc)[actor][k].get("tokens", ())) - 1
             while i >= 0:
                 tokens = _ops(case.doc)[actor][k].get("tokens", [])
@@ -158,6 +161,7 @@ def pass_tokens(sh: Shrinker, case: Case) -> Case | None:
                     if got is not None:
                         case = changed = got
                 i -= 1
+            k += 1
     return changed
 
 
