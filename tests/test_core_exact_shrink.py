@@ -387,3 +387,15 @@ def test_the_token_pass_goes_on_when_a_shorter_list_makes_the_crash_come_sooner(
     assert (got.doc, got.turns, sh.tried) == (
         dict(config=full["config"], actors=dict(R=[dict(op="request", tokens=[3]), a["B"][0]], mem=[a["mem"][0]])),
         turns("R R mem"), 8)
+
+
+def test_a_case_the_scenario_rules_reject_is_no_run_and_still_counts_as_tried():
+    sh = sp.Shrinker("pre_fix", SHRINK_FLAGS, SIG_A)
+    assert sh.run(case(DOC_A, "l3 l3")) is None  # l3 has one operation
+    assert sh.run(case(DOC_A, "zz mem")) is None  # no actor zz
+    assert sh.run(case(DOC_A, "mem", config={**CONFIG_A, "host_kv": -1})) is None  # the scenario is invalid
+    assert not sh.fails(case(DOC_A, "mem l3"))  # a valid run that does not crash
+    assert sh.accept(case(DOC_A, "mem mem l3")) is None  # one that crashes another way, or not at all
+    assert sh.tried == 5
+    sc, m = sh.run(case(DOC_A, "mem l3 mem"))
+    assert (sc.name, m.turns, sh.tried) == ("minimal", ["mem", "l3", "mem"], 6)
