@@ -399,3 +399,14 @@ def test_a_case_the_scenario_rules_reject_is_no_run_and_still_counts_as_tried():
     assert sh.tried == 5
     sc, m = sh.run(case(DOC_A, "mem l3 mem"))
     assert (sc.name, m.turns, sh.tried) == ("minimal", ["mem", "l3", "mem"], 6)
+
+
+def test_a_pass_that_never_settles_is_stopped_after_fifty_rounds_by_default(monkeypatch):
+    """A pass that always reports a change (it hands the case back) would loop for ever: the rounds stop at 50,
+    and the case is the one given, cut after its crash (two runs: truncate's and the final one)."""
+    monkeypatch.setattr(SHRINK, "STRATEGIES", (((lambda sh, c: c,),),))
+    small = shrink("scenario_a", "pre_fix")
+    assert (small.rounds, small.candidates) == (50, 2)
+    assert small.case() == dict(config=CONFIG_A_FULL, flags={}, initial=INITIAL_A_FULL, actors=ACTORS_A_FULL,
+                                schedule="mem l3 mem")
+    assert shrink("scenario_a", "pre_fix", max_rounds=7).rounds == 7
