@@ -387,3 +387,26 @@ def test_the_token_pass_goes_on_when_a_shorter_list_makes_the_crash_come_sooner(
     assert (got.doc, got.turns, sh.tried) == (
         dict(config=full["config"], actors=dict(R=[dict(op="request", tokens=[3]), a["B"][0]], mem=[a["mem"][0]])),
         turns("R R mem"), 8)
+
+
+def test_a_case_the_scenario_rules_reject_is_no_run_and_still_counts_as_tried():
+    sh = sp.Shrinker("pre_fix", SHRINK_FLAGS, SIG_A)
+    assert sh.run(case(DOC_A, "l3 l3")) is None  # l3 has one operation
+    assert sh.run(case(DOC_A, "zz mem")) is None  # no actor zz
+    assert sh.run(case(DOC_A, "mem", config={**CONFIG_A, "host_kv": -1})) is None  # the scenario is invalid
+    assert not sh.fails(case(DOC_A, "mem l3"))  # a valid run that does not crash
+    assert sh.accept(case(DOC_A, "mem mem l3")) is None  # one that crashes another way, or not at all
+    assert sh.tried == 5
+    sc, m = sh.run(case(DOC_A, "mem l3 mem"))
+    assert (sc.name, m.turns, sh.tried) == ("minimal", ["mem", "l3", "mem"], 6)
+
+
+def test_a_pass_that_never_settles_is_stopped_after_fifty_rounds_by_default(monkeypatch):
+    """A pass that always reports a change (it hands the case back) would loop for ever: the rounds stop at 50,
+    and the case is the one given, cut after its crash (two runs: truncate's and the final one)."""
+    monkeypatch.setattr(SHRINK, "STRATEGIES", (((lambda sh, c: c,),),))
+    small = shrink("scenario_a", "pre_fix")
+    assert (small.rounds, small.candidates) == (50, 2)
+    assert small.case() == dict(config=CONFIG_A_FULL, flags={}, initial=INITIAL_A_FULL, actors=ACTORS_A_FULL,
+                                schedule="mem l3 mem")
+    assert shrink("scenario_a", "pre_fix", max_rounds=7).rounds == 7
