@@ -667,3 +667,17 @@ def test_an_unknown_operation_is_named_by_its_index():
     assert str(e.value) == "op 2: unknown op 'bogus'"
     assert said(execute, cfg, [(None, ops[0]), (None, {"op": "bogus"})], preset("pre_fix")) == \
         "op 1: unknown op 'bogus'"
+
+
+def test_no_first_stale_when_the_cheap_check_hands_over_and_the_full_scan_finds_nothing():
+    """A run (found among random oracle-style documents) whose fifth operation the cheap check cannot vouch for, so
+    the full scan runs from there on, and finds no stale reference: no operation is the first stale one."""
+    doc = {"config": {"policy": "write_through", "storage": True, "page_size": 1, "device_kv": 12, "device_mamba": 6,
+                      "host_kv": 8, "host_mamba": 8, "driver": "fuzz", "load_back_threshold": 10,
+                      "prefetch_stop_policy": "best_effort"},
+           "ops": [{"op": "start", "tokens": [2, 5, 1]}, {"op": "request", "tokens": [1, 2, 3, 4, 4, 1]},
+                   {"op": "events"}, {"op": "l3_ack"}, {"op": "request", "tokens": [1, 2, 1, 2, 2]}]}
+    for version in ("pre_fix", "followup_fix"):
+        report = run_ops(doc, version)
+        assert (report["outcome"], report["status"], report["first_stale"], report["stale_final"]) == (
+            "clean", ".....", None, [])
