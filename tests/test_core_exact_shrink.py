@@ -410,3 +410,20 @@ def test_a_pass_that_never_settles_is_stopped_after_fifty_rounds_by_default(monk
     assert small.case() == dict(config=CONFIG_A_FULL, flags={}, initial=INITIAL_A_FULL, actors=ACTORS_A_FULL,
                                 schedule="mem l3 mem")
     assert shrink("scenario_a", "pre_fix", max_rounds=7).rounds == 7
+
+
+def test_the_actor_pass_goes_past_an_actor_truncate_dropped_to_the_actors_after_it():
+    """Scenario B under described_fix with an extra actor Z (one events turn, first) listed between C and mem2.
+    Dropping A makes the first eviction raise, so truncate drops mem's second eviction, C and mem2; the pass skips
+    C (gone) and still drops Z after it (it must not stop at C)."""
+    from simcache.versions import preset
+
+    full = load("scenario_b").as_doc()
+    a = full["actors"]
+    doc = dict(config=full["config"], actors=dict(A=a["A"], B=a["B"], mem=a["mem"], C=a["C"], Z=[EVENTS],
+                                                  mem2=a["mem2"]))
+    sh = sp.Shrinker("described_fix", preset("described_fix"), NOT_BACKUPED)
+    got = sp.pass_actors(sh, sp.Case(doc, turns("Z A B mem mem C mem2")))
+    # A goes (two runs), B and mem cannot (one each), C is skipped, Z goes (two runs), mem2 is skipped
+    assert (got.doc, got.turns, sh.tried) == (
+        dict(config=full["config"], actors=dict(B=a["B"], mem=[a["mem"][0]])), turns("B mem"), 6)
