@@ -427,3 +427,12 @@ def test_the_actor_pass_goes_past_an_actor_truncate_dropped_to_the_actors_after_
     # A goes (two runs), B and mem cannot (one each), C is skipped, Z goes (two runs), mem2 is skipped
     assert (got.doc, got.turns, sh.tried) == (
         dict(config=full["config"], actors=dict(B=a["B"], mem=[a["mem"][0]])), turns("B mem"), 6)
+
+
+def test_the_initial_pass_tries_every_node_from_the_last_back_to_the_first():
+    """Two extra host nodes, [9] and [8], that the crash does not need: [8] (the last) goes, then [9] (one before
+    it), and the key goes with them; then no node is left to try a flag of."""
+    initial = [dict(key=[9], parent=None, host=True), dict(key=[8], parent=None, host=True)]
+    config = {**DOC_N["config"], "host_kv": 4}  # a host slot for each
+    got = run_pass(sp.pass_initial, case(DOC_N, "pf R6 pf mem", initial=initial, config=config), SIG_N)
+    assert got == (({**DOC_N, "config": config}, "pf R6 pf mem"), 4)
