@@ -436,3 +436,13 @@ def test_the_initial_pass_tries_every_node_from_the_last_back_to_the_first():
     config = {**DOC_N["config"], "host_kv": 4}  # a host slot for each
     got = run_pass(sp.pass_initial, case(DOC_N, "pf R6 pf mem", initial=initial, config=config), SIG_N)
     assert got == (({**DOC_N, "config": config}, "pf R6 pf mem"), 4)
+
+
+def test_the_schedule_pass_takes_the_failing_order_it_found_not_the_round_robin_one():
+    """Scenario B's evictions as one actor M listed before C: round robin would be "A B M C M" (the case as given,
+    one preemption), the order the search finds is "A B C M M" (none)."""
+    a = DOC_B["actors"]
+    actors = dict(A=a["A"], B=a["B"], M=a["mem"] + a["mem2"], C=a["C"])
+    assert scenario({**DOC_B, "name": "rr", "actors": actors}).parse_schedule(None).turns == turns("A B M C M")
+    got = run_pass(sp.pass_schedule, case(DOC_B, "A B M C M", actors=actors))
+    assert got == (({**DOC_B, "actors": actors}, "A B C M M"), 3)
