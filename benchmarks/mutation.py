@@ -237,11 +237,16 @@ def undecorate(source: str) -> str:
 
 
 # written into the copy's tests/ (never the project's): mutmut runs the tests once in its own process (for its
-# stats), then forks a child per mutant; a tqdm bar made there starts tqdm's monitor thread, and a child forked while
-# that thread holds tqdm's lock waits on it forever (no CPU spent, so mutmut's CPU-time limit never fires)
-CONFTEST = """from tqdm import tqdm
+# stats), then forks a child per mutant. tqdm's default write lock holds a multiprocessing semaphore made in that
+# process and shared by every child forked from it: a child that dies holding it (stopped at a time limit) leaves it
+# taken, and every later child that draws a bar waits on it forever (no CPU spent, so mutmut's CPU-time limit never
+# fires). Each process gets its own plain lock instead, and no monitor thread.
+CONFTEST = """import threading
 
-tqdm.monitor_interval = 0  # no monitor thread: see benchmarks/mutation.py
+from tqdm import tqdm
+
+tqdm.set_lock(threading.RLock())  # see benchmarks/mutation.py
+tqdm.monitor_interval = 0
 """
 
 
