@@ -110,3 +110,22 @@ def acked(cache: HiMambaRadixCache) -> None:
     """Every pending write acknowledged and the acks processed."""
     cache.controller.complete_writes(64)
     cache.check_hicache_events()
+
+
+def busy_cache():
+    """A cache with work in every in-flight map: [1,2] loaded back (load in flight), [3,4] anchoring a prefetch,
+    [5,6] being written through; [1,2] and [3,4] with L3 backups in flight; one live request (the one loading [1,2]
+    back). Returns (cache, driver)."""
+    from simcache.driver import Driver
+
+    cache = make_cache("write_through", storage=True, auto_complete=False, load_back_threshold=1)
+    drv = Driver(cache)
+    drv.finish(drv.start([1, 2]))
+    drv.finish(drv.start([3, 4]))
+    cache.controller.complete_writes(2)
+    cache.check_hicache_events()
+    drv.finish(drv.start([5, 6]))
+    cache.evict(2)
+    drv.start([1, 2, 7])
+    drv.step({"op": "prefetch", "tokens": [3, 4, 8, 9]}, 9)
+    return cache, drv

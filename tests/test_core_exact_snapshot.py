@@ -6,7 +6,7 @@ scenario D's host eviction on ``pre_fix``.
 from __future__ import annotations
 
 import pytest
-from helpers import make_cache, node_at
+from helpers import busy_cache, make_cache, node_at
 
 from simcache.driver import Driver
 from simcache.snapshot import NodeView, PoolView, Snapshot, _t, holder_map, node_view, pool_views, take
@@ -108,19 +108,8 @@ def test_node_view_lists_the_children_and_gives_a_missing_value_as_none():
 # --- holder_map --------------------------------------------------------------------------------------------------
 
 def busy():
-    """[1,2] loaded back (load in flight), [3,4] anchoring a prefetch, [5,6] being written through; [1,2] and [3,4]
-    with L3 backups in flight; one live request (the request that loads [1,2] back)."""
-    cache = make_cache("write_through", storage=True, auto_complete=False, load_back_threshold=1)
-    drv = Driver(cache)
-    drv.finish(drv.start([1, 2]))
-    drv.finish(drv.start([3, 4]))
-    cache.controller.complete_writes(2)
-    cache.check_hicache_events()
-    drv.finish(drv.start([5, 6]))
-    cache.evict(2)
-    drv.start([1, 2, 7])
-    drv.step({"op": "prefetch", "tokens": [3, 4, 8, 9]}, 9)
-    return cache, drv
+    """``helpers.busy_cache``: every in-flight map holds something."""
+    return busy_cache()
 
 
 BUSY_HOLDERS = {7: ["full_lru_list", "mamba_lru_list", "ongoing_load_back", "ongoing_backup"],

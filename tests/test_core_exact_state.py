@@ -4,7 +4,7 @@ edge cases. One busy cache holds a node in every kind of structure at once.
 """
 from __future__ import annotations
 
-from helpers import make_cache, node_at
+from helpers import busy_cache, make_cache, node_at
 
 from simcache.driver import Driver
 from simcache.state import (
@@ -28,18 +28,8 @@ from simcache.state import (
 
 
 def busy():
-    """[1,2] loaded back (load in flight), [3,4] anchoring a prefetch, [5,6] being written through; [1,2] and [3,4]
-    with L3 backups in flight; one live request."""
-    cache = make_cache("write_through", storage=True, auto_complete=False, load_back_threshold=1)
-    drv = Driver(cache)
-    drv.finish(drv.start([1, 2]))
-    drv.finish(drv.start([3, 4]))
-    cache.controller.complete_writes(2)
-    cache.check_hicache_events()
-    drv.finish(drv.start([5, 6]))
-    cache.evict(2)
-    drv.start([1, 2, 7])
-    drv.step({"op": "prefetch", "tokens": [3, 4, 8, 9]}, 9)
+    """``helpers.busy_cache``, its tree checked: every in-flight map holds something."""
+    cache, drv = busy_cache()
     assert tree_slot_lines(cache) == ["1 1,2 v=6,7 h=0,1 m=3 mh=0", "1 3,4 v=2,3 h=2,3 m=1 mh=1",
                                       "1 5,6 v=4,5 h=4,5 m=2 mh=2"]
     return cache, drv
