@@ -113,7 +113,7 @@ MODULES = {
                             "tests/test_trace_equivalence.py", "tests/test_scenario.py", "tests/test_workload.py",
                             "tests/test_reference_scenarios.py"],
     # streams.py: the same stream tests and the pools' exact tests (CudaStreams runs only where CUDA is present)
-    "simcache/streams.py": [*STREAM_TESTS, "tests/test_core_exact_pools.py"],
+    "simcache/streams.py": ["tests/test_streams_exact.py", *STREAM_TESTS, "tests/test_core_exact_pools.py"],
     "simcache/snapshot.py": ["tests/test_core_exact_snapshot.py", "tests/test_trace.py", "tests/test_render.py",
                              "tests/test_core_exact_state.py", "tests/test_panels_exact.py", "tests/test_dot_exact.py"],
     # the views: exact DOT / HTML / page-data tests, no browser and no kernel (a kernel imports the installed
