@@ -74,7 +74,7 @@ def frame(run, step: int, *, hide_host: bool = False, hide_mamba: bool = False,
     snap = t.snapshots[step]
     dot = tree_dot(run, step, hide_host=hide_host, hide_mamba=hide_mamba, legend=legend)
     # issue #13: the ledger lists the same ghosts (and all their holders) the tree draws
-    ghosts = ghosts_at(t, step) if t.snapshots else None
+    ghosts = ghosts_at(t, step)
     panels = (lru_panel(snap), sets_panel(snap), pools_panel(snap), holders_panel(snap, ghosts=ghosts))
     label = getattr(run, "preset", "")  # issue #13: each panel names its run (a compare page shows one run's)
     return Frame(step, k, caption(run, step), dot, panels, invariants_panel(t, step, label),
