@@ -96,7 +96,7 @@ MODULES = {
                                           "tests/test_minimality.py", "tests/test_shrink_schedule_pass.py"],
     # trace.py: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
-                          "tests/test_trace_equivalence.py",
+                          "tests/test_trace_equivalence.py", "tests/test_core_exact_trace.py",
                           *(f"tests/test_trace_scale.py::test_{name}" for name in (
                               "run_builds_no_snapshot", "snapshots_rebuilt_in_any_order_equal_one_front_to_back_replay",
                               "one_ledger_of_holders_agrees_with_itself_on_every_boundary",
@@ -108,6 +108,10 @@ MODULES = {
                               "run_ops_trace_rebuilds_each_operations_tree_instead_of_storing_it",
                               "run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so",
                               "the_hash_writer_spells_odd_entries_as_json_dumps_does"))],
+    # the explorer's machine and its state key: the machine's own tests, the reduced searches, then the searches
+    "simcache/explore/statekey.py": ["tests/test_core_exact_statekey.py", "tests/test_explore_machine.py",
+                                     "tests/test_dpor.py", "tests/test_explore.py"],
+    "simcache/explore/machine.py": ["tests/test_explore_machine.py", "tests/test_dpor.py", "tests/test_explore.py"],
     # the replay entry points: the fast path against the traced one, scenarios, workloads, reference cases
     "simcache/ops_run.py": ["tests/test_core_exact_ops_run.py", "tests/test_trace_fast_paths.py",
                             "tests/test_trace_equivalence.py", "tests/test_scenario.py", "tests/test_workload.py",

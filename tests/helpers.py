@@ -112,13 +112,14 @@ def acked(cache: HiMambaRadixCache) -> None:
     cache.check_hicache_events()
 
 
-def busy_cache():
+def busy_cache(shift: int = 0):
     """A cache with work in every in-flight map: [1,2] loaded back (load in flight), [3,4] anchoring a prefetch,
     [5,6] being written through; [1,2] and [3,4] with L3 backups in flight; one live request (the one loading [1,2]
-    back). Returns (cache, driver)."""
+    back). ``shift`` advances node ids and the clock first. Returns (cache, driver)."""
     from simcache.driver import Driver
 
     cache = make_cache("write_through", storage=True, auto_complete=False, load_back_threshold=1)
+    cache._reserve(shift)
     drv = Driver(cache)
     drv.finish(drv.start([1, 2]))
     drv.finish(drv.start([3, 4]))
