@@ -602,10 +602,6 @@ class Recorder:
             self._firsts_cache = [o.first_step for o in self.ops]
         return self._firsts_cache
 
-    def snapshot_at(self, step: int) -> Snapshot:
-        """The snapshot after micro-step ``step``, rebuilt by replay (see ``Timeline``, which caches them)."""
-        return self.snapshots[step] if isinstance(self.snapshots, Timeline) else Timeline(self)[step]
-
     def iter_snapshots(self, start: int = 0, stop: int | None = None):
         """Snapshots of micro-steps ``start..stop-1`` in order, one replay pass, one operation held at a time."""
         stop = len(self._log) if stop is None else stop

@@ -7,8 +7,10 @@ import pytest
 from helpers import make_cache
 
 from simcache import trace
+from simcache.cache import HiMambaRadixCache
 from simcache.driver import Driver
-from simcache.ops_run import execute
+from simcache.operations import RAISED
+from simcache.ops_run import build_config, execute
 from simcache.scenario import load
 from simcache.simulate import resolve_flags
 from simcache.state import tree_lines
@@ -90,3 +92,130 @@ def test_operation_ends_are_each_operations_state_whatever_the_checkpoints(every
     assert all(text == ends[p] for p, text in got)
     assert [p for p, _ in rec.iter_op_ends(10, 99, lambda c: None)] == [10, 11]
     assert list(rec.iter_op_ends(5, 5, lambda c: None)) == []
+
+
+def by_hand(name: str, version: str = "pre_fix", **kw) -> Recorder:
+    """``name``'s run driven by hand, as a notebook drives a cache: a recorder that is not replayable snapshots and
+    checks the invariants eagerly, after each micro-step."""
+    sc = load(name)
+    cfg, flags = sc.config, resolve_flags(sc, version, None)[1]
+    cache = HiMambaRadixCache(build_config(cfg, flags, "cpu"))
+    drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
+    rec = Recorder(**kw).attach(cache, drv)
+    for i, (actor, op) in enumerate(sc.linearize(sc.parse_schedule())):
+        rec.begin_op(i, op, actor)
+        code = drv.step(op, i)
+        if code == RAISED:
+            rec.crash(cache.crashed)
+        rec.end_op(i, code)
+        if code == RAISED:
+            break
+    return rec
+
+
+def test_scenario_d_driven_by_hand_dates_each_violation_at_the_micro_step_it_began():
+    rec = by_hand("scenario_d")
+    assert not rec.replayable and len(rec._eager) == len(rec.steps) == 32
+    assert [v.as_dict() for v in rec.violations] == [
+        dict(step=5, op=0, invariant="tier_monotonicity",
+             message="node 7 [1,2] is evicted but its child node 8 [3] is on device"),
+        dict(step=8, op=0, invariant="leaf_sets",
+             message="node 7 [1,2] is in evictable_full_host_leaves but is not an unreferenced host leaf"),
+        dict(step=15, op=1, invariant="attachment", message="node 8 [3] is detached but still held by "
+             "evictable_full_device_leaves, full_lru_list, mamba_lru_list"),
+        dict(step=15, op=1, invariant="lru_membership", message="full_lru_list holds extra node(s) [8]"),
+        dict(step=15, op=1, invariant="size_counters",
+             message="full counters evictable=1 protected=0, recount 0 and 0"),
+        dict(step=16, op=1, invariant="no_leak",
+             message="device_kv slot(s) [0] are allocated but nobody refers to them")]
+    # node 8 [3] is attached under the evicted [1,2] at step 5; step 8 puts [1,2] in the host leaf set
+    assert [s.kind for s in rec.steps[3:9]] == ["alloc", "alloc", "attach", "lru_insert", "lru_insert", "set_add"]
+    assert rec._eager[-1].tree_text == tuple(tree_lines(rec.cache))
+
+
+@pytest.mark.parametrize("name", ["crash_pr", "scenario_b", "scenario_d", "nonleaf_prefetch"])
+def test_a_run_driven_by_hand_gives_the_replayed_runs_steps_snapshots_and_violations(name):
+    hand, replayed = by_hand(name), traced(name, every=32)
+    assert list(hand.steps) == list(replayed.steps)
+    assert hand._eager == list(replayed.snapshots)
+    assert hand.violations == replayed.violations and hand.violations
+
+
+def test_a_hand_driven_recorder_without_invariants_or_snapshots_does_neither():
+    quiet = by_hand("scenario_d", invariants=False)
+    assert quiet.violations == [] and quiet._pending == {} and len(quiet._eager) == 32
+    blind = by_hand("scenario_d", snapshots=False)
+    assert blind._eager == [] and blind.violations == by_hand("scenario_d").violations
+
+
+def test_operation_ends_replay_one_checkpoint_stretch_at_a_time(monkeypatch):
+    rec = traced(every=2)
+    starts = []
+
+    class Counted(trace._Replayer):
+        def __init__(self, main, cp, want, date_op):
+            starts.append(cp.op)
+            super().__init__(main, cp, want, date_op)
+
+    monkeypatch.setattr(trace, "_Replayer", Counted)
+    assert [p for p, _ in rec.iter_op_ends(3, 9, lambda c: None)] == [3, 4, 5, 6, 7, 8]
+    assert starts == [2, 4, 6, 8]
+
+
+def test_crash_pr_s_detach_steps_name_the_parent_the_slot_and_what_the_slot_held():
+    rec = traced(every=32)
+    got = [(i, s.text, s.detail) for i, s in enumerate(rec.steps) if s.kind == "detach"]
+    assert got == [
+        (92, "detach [3,4]#7 from [1,2]#8 slot 3", dict(parent=8, slot="3", popped=7)),
+        (116, "detach [9,9]#9 from [1,2]#8 slot 9", dict(parent=8, slot="9", popped=9)),
+        (122, "detach [1,2]#8 from []#2 slot 1", dict(parent=2, slot="1", popped=8)),
+        (248, "detach [5,6]#10 from []#2 slot 5", dict(parent=2, slot="5", popped=10)),
+        (255, "detach [7]#11 from [1,2]#8 slot 7", dict(parent=8, slot="7", popped=11)),
+        # the stale node, detached a second time: its parent's slot is already empty
+        (261, "detach [1,2]#8 from []#2 slot 1 (the slot held none)", dict(parent=2, slot="1", popped=None))]
+
+
+def test_steps_index_slice_iterate_and_compare_like_a_list():
+    rec = traced(every=32)
+    steps, n = rec.steps, 263
+    whole = list(steps)
+    assert len(whole) == n and [s.index for s in whole] == list(range(n))
+    assert steps[-1] == whole[-1] and steps[5:9] == whole[5:9] and list(reversed(steps)) == whole[::-1]
+    assert steps == whole and steps == tuple(whole) and steps == traced(every=2).steps
+    assert not steps == whole[:-1] and not steps == [*whole[:-1], whole[0]]
+    assert steps.__eq__(5) is NotImplemented
+    with pytest.raises(IndexError, match=r"^micro-step 263 is outside this run's 0\.\.262$"):
+        steps[n]
+    with pytest.raises(IndexError, match=r"^micro-step -1 is outside this run's 0\.\.262$"):
+        steps[-n - 1]
+    assert repr(steps) == "<Steps: 263 micro-steps, worded on demand>"
+
+
+def test_a_timeline_compares_like_a_list_of_its_snapshots():
+    rec = traced(every=2)
+    tl, whole = rec.snapshots, list(rec.snapshots)
+    assert tl == whole and tl == tuple(whole) and tl == traced(every=5).snapshots
+    assert not tl == whole[:-1] and not tl == [*whole[:-1], whole[0]]
+    assert tl.__eq__("x") is NotImplemented
+    assert repr(tl) == "<Timeline of 263 snapshots, rebuilt on demand>"
+
+
+def test_a_replayer_is_attached_only_when_it_is_made():
+    rec = traced(every=2)
+    r = rec._replay(1, {20})
+    assert sorted(r.got) == [20] and r.got[20] == list(rec.snapshots)[20]
+    with pytest.raises(trace.InternalError, match="^a replayer is attached when it is made$"):
+        r.attach(r.cache, r.driver)
+
+
+def test_call_stacks_are_interned_and_the_table_starts_again_past_65536_stacks():
+    trace._STACKS.clear()
+    a = trace._intern(("evict", "_evict_device_leaf"))
+    assert trace._intern(("evict", "_evict_device_leaf")) is a and trace._intern(("evict",)) == ("evict",)
+    for i in range((1 << 16) - 2):
+        trace._intern((str(i),))
+    trace._intern(("y",))
+    assert len(trace._STACKS) == (1 << 16) + 1  # the table holds up to 65,537 stacks
+    trace._intern(("x",))  # over the bound: the next new stack starts it again
+    assert len(trace._STACKS) == 1 and trace._intern(("x",)) == ("x",)
+    trace._STACKS.clear()
