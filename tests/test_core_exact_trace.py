@@ -219,3 +219,59 @@ def test_call_stacks_are_interned_and_the_table_starts_again_past_65536_stacks()
     trace._intern(("x",))  # over the bound: the next new stack starts it again
     assert len(trace._STACKS) == 1 and trace._intern(("x",)) == ("x",)
     trace._STACKS.clear()
+
+
+def test_a_timeline_miss_replays_the_step_and_its_operations_start_and_walking_forward_the_stretch_ahead():
+    rec = traced(every=2)  # checkpoints before operations 0, 2, 4, 6, 8, 10
+    whole = list(rec.snapshots)
+    tl = rec.snapshots
+    calls = spy_replays(rec)
+    for step in (20, 40, 41, 186, 150, 210, 2):
+        assert tl[step] == whole[step]
+    assert calls == [
+        (1, [13, 20]),  # the first miss: the step and its operation's first step
+        (3, [35, 40, 55, 81]),  # one operation on: also the starts and ends of the stretch's later operations
+        (2, [35, 41]),  # the same operation again: no walk
+        (8, [185, 186]),  # 6 operations on: past 2 checkpoint stretches, no walk
+        (6, [145, 150]),  # backwards: no walk
+        (11, [202, 210, 223, 262]),  # 4 operations on (2 stretches): a walk, through the run's last operation
+        (0, [0, 2])]
+    assert tl[40] is tl[40] and tl[55] == whole[55] and tl[262] == whole[262] and len(calls) == 7
+
+
+def test_a_timeline_slice_replays_once_front_to_back_and_a_stride_picks_steps():
+    rec = traced(every=2)
+    whole = list(rec.snapshots)
+    tl = rec.snapshots
+    calls = spy_replays(rec)
+    assert tl[30:60] == whole[30:60]
+    # one replay per checkpoint stretch the slice crosses (operations 1, then 2 and 3), nothing kept
+    assert calls == [(1, list(range(30, 35))), (3, list(range(35, 60)))] and len(tl._lru) == 0
+    assert tl[200:260:20] == [whole[200], whole[220], whole[240]]
+    assert tl[-3:] == whole[-3:] and tl[262:999] == [whole[262]] and tl[5:5] == []
+
+
+def test_a_hand_driven_timeline_serves_its_eager_snapshots():
+    rec = by_hand("scenario_d")
+    tl = rec.snapshots
+    calls = spy_replays(rec)
+    assert tl[3:9] == rec._eager[3:9] and tl[3:9:2] == rec._eager[3:9:2] and tl[-1] is rec._eager[-1]
+    assert calls == []
+
+
+def test_a_timeline_index_outside_the_run_is_one_sentence():
+    tl = traced(every=2).snapshots
+    with pytest.raises(IndexError, match=r"^step 263 is outside this run's 0\.\.262$"):
+        tl[263]
+    with pytest.raises(IndexError, match=r"^step -1 is outside this run's 0\.\.262$"):
+        tl[-264]
+
+
+def test_the_timeline_keeps_the_most_recently_rebuilt_frame_cache_snapshots():
+    tl = traced(every=2).snapshots
+    tl._keep({k: f"s{k}" for k in range(600)})
+    assert list(tl._lru) == list(range(600 - trace.FRAME_CACHE, 600)) and trace.FRAME_CACHE == 512
+    tl._keep({3: "again"})
+    assert list(tl._lru) == [*range(89, 600), 3] and tl._lru[3] == "again"
+    tl._keep({k: "wide" for k in range(1000, 1700)}, room=700)
+    assert list(tl._lru) == list(range(1000, 1700))
