@@ -112,6 +112,12 @@ MODULES = {
     "simcache/explore/statekey.py": ["tests/test_core_exact_statekey.py", "tests/test_explore_machine.py",
                                      "tests/test_dpor.py", "tests/test_explore.py"],
     "simcache/explore/machine.py": ["tests/test_explore_machine.py", "tests/test_dpor.py", "tests/test_explore.py"],
+    # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
+    "simcache/operations.py": ["tests/test_operations.py", "tests/test_scenario.py", "tests/test_bad_input.py",
+                               "tests/test_core_exact_driver.py"],
+    "simcache/scheduler.py": ["tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_shrink.py"],
+    "simcache/crash.py": ["tests/test_assertion_messages.py", "tests/test_core_exact_shrink.py",
+                          "tests/test_core_exact_ops_run.py"],
     # the replay entry points: the fast path against the traced one, scenarios, workloads, reference cases
     "simcache/ops_run.py": ["tests/test_core_exact_ops_run.py", "tests/test_trace_fast_paths.py",
                             "tests/test_trace_equivalence.py", "tests/test_scenario.py", "tests/test_workload.py",
