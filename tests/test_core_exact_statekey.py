@@ -9,6 +9,7 @@ import pytest
 from helpers import busy_cache, node_at
 
 from simcache.explore.statekey import canonical_state, digest
+from simcache.node import TreeNode
 
 # busy_cache()'s canonical state. Nodes are numbered root 0, then children by child key: [1,2] 1, [3,4] 2,
 # [5,6] 3. Each node: key, parent, (child key, child), device kv, host kv, device mamba, host mamba, full lock,
@@ -228,3 +229,39 @@ def test_a_free_list_s_order_is_a_renaming_until_a_slot_in_it_is_named_elsewhere
     assert named_first[5][0][8] == (7,) and canonical_state(cache, drv)[5][0][8] == (7,)
     assert named_first[7][0][0] == tuple(range(7, 32)) and \
         canonical_state(cache, drv)[7][0][0] == (*range(8, 32), 7)
+
+
+def test_a_node_with_one_child_lists_it_and_its_parent_is_numbered():
+    cache, drv = busy_cache()
+    n34, n56 = node_at(cache, [3, 4]), node_at(cache, [5, 6])
+    del cache.root_node.children[5]
+    n34.children[5], n56.parent = n56, n34  # [5,6] moved under [3,4]
+    nodes = canonical_state(cache, drv)[0]
+    assert nodes[0][2] == ((1, 1), (3, 2)) and nodes[2][2] == ((5, 3),) and nodes[3][1] == 2
+    assert nodes[1:] == (BUSY[0][1], (*BUSY[0][2][:2], ((5, 3),), *BUSY[0][2][3:]), (BUSY[0][3][0], 2,
+                                                                                       *BUSY[0][3][2:]))
+
+
+def test_a_detached_node_s_unseen_parent_is_numbered_after_it():
+    """[5,6] detached (held by the write-through map and the mamba host LRU) with a parent nothing else holds: the
+    parent is numbered when [5,6] is described. The live request, read before that, names device kv slot 6 as 4,
+    and the request's mamba slot as 2, so [5,6]'s slots come after them."""
+    cache, drv = busy_cache()
+    n56 = node_at(cache, [5, 6])
+    del cache.root_node.children[5]
+    n56.parent = TreeNode(999, 1.0, (9,))
+    nodes = canonical_state(cache, drv)[0]
+    assert nodes == (
+        ((), -1, ((1, 1), (3, 2)), (), -1, -1, -1, 1, 1, 0, 0, 0, -1, 3),
+        ((1, 2), 0, (), (0, 1), (0, 1), (0,), (0,), 2, 2, 1, 1, 1, 2, 2),
+        ((3, 4), 0, (), (2, 3), (2, 3), (1,), (1,), 0, 0, 2, 2, 1, 2, 4),
+        ((5, 6), 4, (), (5, 6), (4, 5), (3,), (2,), 1, 1, 0, 0, 1, 2, 1),
+        ((9,), -1, (), -1, -1, -1, -1, 0, 0, 0, 0, 0, -1, 0))
+
+
+def test_a_mamba_transfer_s_device_slots_are_named_as_device_mamba_slots():
+    cache, drv = busy_cache()
+    op = next(iter(cache.ongoing_prefetch.values())).operation
+    op.mamba[0].device_indices = list(node_at(cache, [1, 2]).mamba_value)  # device mamba slot 0 by name
+    assert canonical_state(cache, drv)[3] == (
+        ((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), (0,)),), 0, 0, False, False)),)
