@@ -265,3 +265,40 @@ def test_a_mamba_transfer_s_device_slots_are_named_as_device_mamba_slots():
     op.mamba[0].device_indices = list(node_at(cache, [1, 2]).mamba_value)  # device mamba slot 0 by name
     assert canonical_state(cache, drv)[3] == (
         ((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), (0,)),), 0, 0, False, False)),)
+
+
+# the pending L3 backups' part of the controller: (op rank, host kv, key, hash length, mamba transfers)
+PENDING_1 = (0, (0, 1), (1, 2), 2, (((0,), -1),))
+PENDING_2 = (1, (2, 3), (3, 4), 2, (((1,), -1),))
+
+
+def _backups(change):
+    cache, drv = busy_cache()
+    change(cache, cache.controller)
+    s = canonical_state(cache, drv)
+    return s[2], s[6][2], s[6][3]  # the cache's backups in flight, the controller's pending and acked ones
+
+
+def test_backup_operations_are_ranked_over_the_pending_acked_and_in_flight_ones_together():
+    both = ((0, 1, True), (1, 2, True))
+    assert _backups(lambda c, cc: None) == (both, (PENDING_1, PENDING_2), ())
+    # op 2 pending but no longer in flight in the cache; op 2 in flight but not pending
+    assert _backups(lambda c, cc: c.ongoing_backup.pop(2)) == (both[:1], (PENDING_1, PENDING_2), ())
+    assert _backups(lambda c, cc: cc.pending_backups.pop(2)) == (both, (PENDING_1,), ())
+    assert _backups(lambda c, cc: cc.pending_backups.clear()) == (both, (), ())
+    assert _backups(lambda c, cc: c.ongoing_backup.clear()) == ((), (PENDING_1, PENDING_2), ())
+
+    def acked(c, cc):  # op 1 acked (only in the ack queue), op 2 still pending and in flight
+        cc.ack_backup_queue.append(cc.pending_backups.pop(1))
+        del c.ongoing_backup[1]
+
+    assert _backups(acked) == ((both[1],), (PENDING_2,), (PENDING_1,))
+
+
+def test_a_track_buffer_is_a_device_mamba_slot_and_an_ack_of_an_unknown_node_keeps_its_id():
+    cache, drv = busy_cache()
+    _req(cache, drv).track_buffer = node_at(cache, [3, 4]).mamba_value[0]  # device mamba slot 1 by name
+    cache.controller.ack_load_queue[0].node_ids = [10**6]
+    s = canonical_state(cache, drv)
+    assert s[5] == (((114, 51), (1, 2, 7), (0, 1, 6), 3, 1, 2, 1, -1, ()),)
+    assert s[6][1] == ((((-1, 10**6),), False),)
