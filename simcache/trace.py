@@ -1052,29 +1052,10 @@ def _apply(drv, rec) -> tuple[str, object]:
 
 
 def _describe(kind: str, d: dict) -> tuple[str, dict]:
-    n = d.get("node")
-    if kind == "split":
-        return (f"split {_keyed(n)}: prefix {_keyed(d['prefix'])} takes its slot",
-                dict(prefix=d["prefix"].id))
-    if kind == "attach":
-        return (f"attach {_keyed(n)} under {_keyed(d['parent'])} at slot {d['slot']}",
-                dict(parent=d["parent"].id, slot=str(d["slot"]), replaced=_nid(d["replaced"])))
-    if kind == "detach":
-        popped = d["popped"]
-        what = "" if popped is n else f" (the slot held {_keyed(popped)})"
-        return (f"detach {_keyed(n)} from {_keyed(d['parent'])} slot {d['slot']}{what}",
-                dict(parent=d["parent"].id, slot=str(d["slot"]), popped=_nid(popped)))
-    if kind == "lock":
-        return (f"{'lock' if d['change'] > 0 else 'unlock'} {_keyed(n)} (full_lock_ref={d['full_lock_ref']})",
-                dict(change=d["change"], full_lock_ref=d["full_lock_ref"]))
-    if kind == "host_ref":
-        return (f"host refs of {_keyed(n)}: host_ref={d['host_ref']} host_mamba_ref={d['host_mamba_ref']}",
-                dict(host_ref=d["host_ref"], host_mamba_ref=d["host_mamba_ref"]))
-    if kind == "backup":
-        return f"{_keyed(n)} backed up to host {list(d['host'])}", dict(host=list(d["host"]))
-    if kind in ("write_ack", "load_ack", "storage_ack"):
-        return f"{kind.replace('_', ' ')} for {_keyed(n)}", {}
+    """A micro-step worded when it happens: a stale guard's cleanup (every other event kind is in ``_CAPTURE``,
+    worded on demand by ``_WORDS``), or an event kind neither knows, by its name."""
     if kind == "cleaned_up":
+        n = d["node"]
         removed = ", ".join(d["removed"]) or "nothing"
         return (f"stale guard: cleaned up {_keyed(n)} ({d['reason']}); removed from {removed}",
                 dict(reason=d["reason"], removed=list(d["removed"]), warning=d["warning"]))
