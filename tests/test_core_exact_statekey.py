@@ -259,14 +259,6 @@ def test_a_detached_node_s_unseen_parent_is_numbered_after_it():
         ((9,), -1, (), -1, -1, -1, -1, 0, 0, 0, 0, 0, -1, 0))
 
 
-def test_a_mamba_transfer_s_device_slots_are_named_as_device_mamba_slots():
-    cache, drv = busy_cache()
-    op = next(iter(cache.ongoing_prefetch.values())).operation
-    op.mamba[0].device_indices = list(node_at(cache, [1, 2]).mamba_value)  # device mamba slot 0 by name
-    assert canonical_state(cache, drv)[3] == (
-        ((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), (0,)),), 0, 0, False, False)),)
-
-
 # the pending L3 backups' part of the controller: (op rank, host kv, key, hash length, mamba transfers)
 PENDING_1 = (0, (0, 1), (1, 2), 2, (((0,), -1),))
 PENDING_2 = (1, (2, 3), (3, 4), 2, (((1,), -1),))
@@ -295,10 +287,42 @@ def test_backup_operations_are_ranked_over_the_pending_acked_and_in_flight_ones_
     assert _backups(acked) == ((both[1],), (PENDING_2,), (PENDING_1,))
 
 
-def test_a_track_buffer_is_a_device_mamba_slot_and_an_ack_of_an_unknown_node_keeps_its_id():
+# Each slot below is one nothing else names (100 or 101), so its name is the next free one of the pool it is
+# named in: device mamba has 0-3 (the nodes', then the request's), host mamba 0-3 (the nodes', then the
+# prefetch's transfer), host kv 0-7 (the nodes', then the prefetch's). A slot read as the wrong pool's would be
+# named differently.
+def _named(change):
     cache, drv = busy_cache()
-    _req(cache, drv).track_buffer = node_at(cache, [3, 4]).mamba_value[0]  # device mamba slot 1 by name
-    cache.controller.ack_load_queue[0].node_ids = [10**6]
-    s = canonical_state(cache, drv)
-    assert s[5] == (((114, 51), (1, 2, 7), (0, 1, 6), 3, 1, 2, 1, -1, ()),)
+    change(cache, drv)
+    return canonical_state(cache, drv)
+
+
+def test_a_track_buffer_is_named_as_a_device_mamba_slot():
+    s = _named(lambda c, d: setattr(_req(c, d), "track_buffer", 100))
+    assert s[5] == (((114, 51), (1, 2, 7), (0, 1, 6), 3, 4, 2, 1, -1, ()),)
+
+
+def test_a_mamba_transfer_s_device_slots_are_named_as_device_mamba_slots():
+    s = _named(lambda c, d: setattr(_pf(c, d).mamba[0], "device_indices", [100]))
+    assert s[3] == (((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), (4,)),), 0, 0, False, False)),)
+
+
+def test_a_pending_backup_s_and_a_release_page_s_slots_are_named_as_host_kv_slots():
+    s = _named(lambda c, d: setattr(c.controller.pending_backups[1], "host_indices", [100, 0]))
+    assert s[6][2] == ((0, (8, 0), (1, 2), 2, (((0,), -1),)), PENDING_2)
+    s = _named(lambda c, d: c.controller.host_mem_release_queue.append([101]))
+    assert s[6][5] == ((8,),)
+
+
+def test_a_double_free_is_listed_with_its_slots_and_the_free_list_holds_the_slot_twice():
+    def free_twice(c, d):
+        pool = c.pools.device_kv
+        pool.free([pool.free_slots[0]])
+
+    pools = _named(free_twice)[7]
+    assert pools[0] == ((*range(7, 32), 7), ((7,),)) and pools[1:] == BUSY[7][1:]
+
+
+def test_an_ack_of_an_unknown_node_keeps_its_id():
+    s = _named(lambda c, d: setattr(c.controller.ack_load_queue[0], "node_ids", [10**6]))
     assert s[6][1] == ((((-1, 10**6),), False),)
