@@ -97,6 +97,9 @@ MODULES = {
     # trace.py: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
     "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
                           "tests/test_trace_equivalence.py", "tests/test_core_exact_trace.py",
+                          # the one detach whose parent's slot held another node (worded by _w_detach)
+                          "tests/test_core_exact_cache.py::"
+                          "test_detach_pops_whatever_the_slot_holds_counts_it_and_reports_the_cut",
                           *(f"tests/test_trace_scale.py::test_{name}" for name in (
                               "run_builds_no_snapshot", "snapshots_rebuilt_in_any_order_equal_one_front_to_back_replay",
                               "one_ledger_of_holders_agrees_with_itself_on_every_boundary",

@@ -1222,10 +1222,12 @@ class Timeline(Sequence):
         rec = self._rec
         if not rec.replayable:
             return
-        want = set()
+        wanted = set()
         for s in steps:
-            want.update((s, rec.ops[op_position(rec, s)].first_step))
-        want -= self._lru.keys()
+            wanted.update((s, rec.ops[op_position(rec, s)].first_step))
+        for k in sorted(wanted & self._lru.keys()):  # kept already: now the most recently used, so they stay
+            self._lru.move_to_end(k)
+        want = wanted - self._lru.keys()
         if not want:
             return
         by_cp: dict[int, set[int]] = {}
@@ -1237,7 +1239,7 @@ class Timeline(Sequence):
         got: dict = {}
         for _, ws in sorted(by_cp.items()):
             got.update(rec._replay(max(op_position(rec, w) for w in ws), ws).got)
-        self._keep(got, room=len(got))
+        self._keep(got, room=len(wanted))
 
     def __iter__(self):
         if not self._rec.replayable:

@@ -3,6 +3,9 @@ sequences compare. Each test names the replays it expects, with their arguments,
 snapshot with the one a single front-to-back replay gives."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from helpers import make_cache
 
@@ -10,7 +13,7 @@ from simcache import trace
 from simcache.cache import HiMambaRadixCache
 from simcache.driver import Driver
 from simcache.operations import RAISED
-from simcache.ops_run import build_config, execute
+from simcache.ops_run import build_config, execute, run_ops
 from simcache.scenario import load
 from simcache.simulate import resolve_flags
 from simcache.state import tree_lines
@@ -275,3 +278,65 @@ def test_the_timeline_keeps_the_most_recently_rebuilt_frame_cache_snapshots():
     assert list(tl._lru) == [*range(89, 600), 3] and tl._lru[3] == "again"
     tl._keep({k: "wide" for k in range(1000, 1700)}, room=700)
     assert list(tl._lru) == list(range(1000, 1700))
+
+
+def test_a_walk_wider_than_the_frame_cache_still_serves_the_step_asked_for():
+    """With checkpoints far apart, a forward walk can want more snapshots than the frame cache keeps; the step asked
+    for (among the earliest wanted) is then rebuilt once more on its own."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_cache import workload
+
+    doc = workload(240, seed=3, device_kv=96, host_kv=96)
+    doc["config"].update(device_mamba=16, host_mamba=32)
+    rec = Recorder(checkpoint_every=1000, checkpoint_steps=10**6)
+    run_ops(doc, "followup_fix", trace=True, recorder=rec)
+    assert [c.op for c in rec.checkpoints] == [0] and len(rec.ops) > 260
+    first = {s: snap for s, snap in zip(range(40), rec.iter_snapshots(0, 40), strict=True)}
+    tl = rec.snapshots
+    calls = spy_replays(rec)
+    i, j = rec.ops[1].first_step + 1, rec.ops[2].first_step + 1
+    assert tl[i] == first[i] and tl[j] == first[j]
+    walk = {rec.ops[2].first_step, j} | {s for q in range(3, len(rec.ops))
+                                         for s in (rec.ops[q].first_step, rec.ops[q].last_step)}
+    assert calls == [(1, [rec.ops[1].first_step, i]), (len(rec.ops) - 1, sorted(walk)), (2, [j])]
+    assert len(tl._lru) == trace.FRAME_CACHE and j not in tl._lru
+    wanted = set(range(1000, 1700)) | {rec.ops[trace.op_position(rec, s)].first_step for s in range(1000, 1700)}
+    assert len(wanted & tl._lru.keys()) > 0  # some were kept by the walk
+    tl.prefetch(range(1000, 1700))  # a prefetch keeps all it wants, the ones kept already too, past the cache
+    assert tl._lru.keys() == wanted and len(wanted) > trace.FRAME_CACHE
+
+
+def test_iter_snapshots_runs_from_the_start_to_the_end_unless_told_one_stretch_at_a_time():
+    rec = traced(every=2)
+    whole = list(rec.snapshots)
+    calls = spy_replays(rec)
+    assert list(rec.iter_snapshots()) == whole and len(calls) == 6  # one replay per checkpoint stretch
+    del calls[:]
+    assert list(rec.iter_snapshots(30, 55)) == whole[30:55]  # 54 ends operation 2: nothing of operation 3
+    assert calls == [(1, list(range(30, 35))), (2, list(range(35, 55)))]
+    del calls[:]
+    assert list(rec.iter_snapshots(40, 40)) == [] and list(rec.iter_snapshots(41, 40)) == [] and calls == []
+
+
+def test_operation_ends_from_the_last_stretches_replay_each_stretch_once(monkeypatch):
+    rec = traced(every=2)
+    starts = []
+
+    class Counted(trace._Replayer):
+        def __init__(self, main, cp, want, date_op):
+            starts.append(cp.op)
+            super().__init__(main, cp, want, date_op)
+
+    monkeypatch.setattr(trace, "_Replayer", Counted)
+    assert [p for p, _ in rec.iter_op_ends(7, 12, lambda c: None)] == [7, 8, 9, 10, 11]
+    assert starts == [6, 8, 10]
+
+
+def test_a_recorder_without_invariants_never_checks_them(monkeypatch):
+    checked = []
+    real = trace.check_all
+    monkeypatch.setattr(trace, "check_all", lambda *a, **k: (checked.append(1), real(*a, **k))[1])
+    quiet = by_hand("crash_pr", invariants=False)
+    assert checked == [] and quiet.violations == [] and len(quiet._eager) == 263
+    by_hand("crash_pr")
+    assert len(checked) > 200
