@@ -204,10 +204,6 @@ def _key_text(key) -> str:
     return text
 
 
-def _keyed(n) -> str:
-    return f"[{_key_text(n.key)}]#{n.id}" if isinstance(n, TreeNode) else "none"
-
-
 class Recorder:
     """Records a run as small events (micro-steps, went-stale / cleaned-up / re-admitted, violations) plus periodic
     checkpoints; ``snapshots`` is a lazy sequence that rebuilds any micro-step's snapshot on demand by replaying
@@ -706,7 +702,7 @@ def _kref(n) -> tuple | None:
 
 
 def _kw(r) -> str:
-    """``_keyed`` of a ``_kref``."""
+    """A node as micro-steps name it, ``[key]#id``, from its ``_kref`` (or "none")."""
     return "none" if r is None else f"[{_kt(r[1])}]#{r[0]}"
 
 
@@ -1057,7 +1053,7 @@ def _describe(kind: str, d: dict) -> tuple[str, dict]:
     if kind == "cleaned_up":
         n = d["node"]
         removed = ", ".join(d["removed"]) or "nothing"
-        return (f"stale guard: cleaned up {_keyed(n)} ({d['reason']}); removed from {removed}",
+        return (f"stale guard: cleaned up [{_key_text(n.key)}]#{n.id} ({d['reason']}); removed from {removed}",
                 dict(reason=d["reason"], removed=list(d["removed"]), warning=d["warning"]))
     return kind, {}
 
