@@ -2,8 +2,13 @@
 say; machines built for the same plan (its config built once) share no state."""
 from __future__ import annotations
 
+import dataclasses
 import random
 
+import pytest
+from helpers import busy_cache, node_at
+
+from simcache.errors import ScenarioError
 from simcache.explore import plan_for
 from simcache.explore.machine import Machine
 from simcache.explore.sampling import draw_random
@@ -107,3 +112,50 @@ def test_a_leaf_set_is_a_set_by_identity_that_reports_real_changes():
     assert list(o) == [node] and o.heap == [(4.0, node)]
     o.clear()
     assert list(o) == [] and o.heap == [] and not o
+
+
+def _plan(**ops) -> object:
+    """crash_pr's config and flags with these actors' operations."""
+    base = plan_for(load("crash_pr"), preset("pre_fix"))
+    return dataclasses.replace(base, actors=tuple(ops), ops={a: tuple(o) for a, o in ops.items()})
+
+
+def test_a_skipped_operation_s_status_is_its_letter_and_an_unknown_op_is_one_sentence():
+    plan = _plan(A=[{"op": "request", "tokens": list(range(40)), "rid": "A"}], B=[{"op": "bogus"}])
+    m = Machine(plan)
+    assert m.step(plan, 0) == "e" and m.statuses == ["e"] and m.crash is None and m.index == 1  # 40 > 32 slots
+    with pytest.raises(ScenarioError, match=r"^op 1: unknown op 'bogus' \(schedule: A B\)$"):
+        m.step(plan, 1)
+
+
+def test_a_machine_s_pools_keep_no_data_and_read_as_zeros():
+    m = Machine(plan_for(load("crash_pr"), preset("pre_fix")))
+    pools = m.cache.pools.all().values()
+    assert all(not p.keeps_data and p.read([0, 1, 2]) == [0, 0, 0] for p in pools)
+
+
+def machine_of(cache, drv) -> Machine:
+    m = Machine.__new__(Machine)
+    m.cache, m.driver = cache, drv
+    return m
+
+
+@pytest.mark.parametrize("change,kinds", [
+    (lambda c, d: None, set()),
+    (lambda c, d: d.live.clear(), {"leaked:device_kv", "leaked:device_mamba"}),  # the request's own slots
+    (lambda c, d: c.ongoing_prefetch.clear(), {"leaked:host_kv", "leaked:host_mamba"}),  # the prefetch's
+    # [5,6] still in the root's children but pointing at another parent: not attached, so its slots leak
+    (lambda c, d: setattr(node_at(c, [5, 6]), "parent", node_at(c, [1, 2])),
+     {"leaked:device_kv", "leaked:device_mamba", "leaked:host_kv", "leaked:host_mamba"}),
+    (lambda c, d: c.pools.host_mamba.alloc(1), {"leaked:host_mamba"}),  # allocated, held by nothing
+    # the prefetch dropped with its host kv pages queued for release: only its mamba transfer's slot leaks
+    (lambda c, d: c.controller.host_mem_release_queue.append(c.ongoing_prefetch.pop("pf").host_indices),
+     {"leaked:host_mamba"}),
+    (lambda c, d: c.pools.device_kv.free([c.pools.device_kv.free_slots[0]]), {"double_free:device_kv"}),
+], ids=["busy", "no request", "no prefetch", "misparented node", "host slot", "released pages", "double free"])
+def test_damage_counts_every_holder_s_slots_as_the_accounting_does(change, kinds):
+    cache, drv = busy_cache()
+    change(cache, drv)
+    m = machine_of(cache, drv)
+    got = m.damage()
+    assert got == slow_damage(m) and {k for k, _ in got} == kinds
