@@ -159,3 +159,14 @@ def test_damage_counts_every_holder_s_slots_as_the_accounting_does(change, kinds
     m = machine_of(cache, drv)
     got = m.damage()
     assert got == slow_damage(m) and {k for k, _ in got} == kinds
+
+
+@pytest.mark.parametrize("driver", ["fuzz", "scheduler"])
+def test_a_machine_drives_like_the_plan_s_driver(driver):
+    """The scheduler driver retries a Mamba allocation after evicting (``Driver.retry_mamba_alloc``), as
+    ``ops_run.execute`` sets it; the fuzz driver does not."""
+    base = plan_for(load("crash_pr"), preset("pre_fix"))
+    plan = dataclasses.replace(base, config={**base.config, "driver": driver})
+    m = Machine(plan)
+    assert m.driver.retry_mamba_alloc is (driver == "scheduler")
+    assert (m.index, m.pos, m.idx, m.statuses, m.crash) == (0, [0] * 7, [], [], None)
