@@ -41,6 +41,19 @@ def spy_replays(rec: Recorder) -> list:
     return calls
 
 
+def count_replayers(monkeypatch) -> list:
+    """The checkpoint (operation) each replayer made from now on starts at."""
+    starts = []
+
+    class Counted(trace._Replayer):
+        def __init__(self, main, cp, want, date_op):
+            starts.append(cp.op)
+            super().__init__(main, cp, want, date_op)
+
+    monkeypatch.setattr(trace, "_Replayer", Counted)
+    return starts
+
+
 def test_the_run_the_tests_below_read():
     rec = traced()
     assert rec.replayable and len(rec.steps) == 263
@@ -153,14 +166,7 @@ def test_a_hand_driven_recorder_without_invariants_or_snapshots_does_neither():
 
 def test_operation_ends_replay_one_checkpoint_stretch_at_a_time(monkeypatch):
     rec = traced(every=2)
-    starts = []
-
-    class Counted(trace._Replayer):
-        def __init__(self, main, cp, want, date_op):
-            starts.append(cp.op)
-            super().__init__(main, cp, want, date_op)
-
-    monkeypatch.setattr(trace, "_Replayer", Counted)
+    starts = count_replayers(monkeypatch)
     assert [p for p, _ in rec.iter_op_ends(3, 9, lambda c: None)] == [3, 4, 5, 6, 7, 8]
     assert starts == [2, 4, 6, 8]
 
@@ -320,14 +326,7 @@ def test_iter_snapshots_runs_from_the_start_to_the_end_unless_told_one_stretch_a
 
 def test_operation_ends_from_the_last_stretches_replay_each_stretch_once(monkeypatch):
     rec = traced(every=2)
-    starts = []
-
-    class Counted(trace._Replayer):
-        def __init__(self, main, cp, want, date_op):
-            starts.append(cp.op)
-            super().__init__(main, cp, want, date_op)
-
-    monkeypatch.setattr(trace, "_Replayer", Counted)
+    starts = count_replayers(monkeypatch)
     assert [p for p, _ in rec.iter_op_ends(7, 12, lambda c: None)] == [7, 8, 9, 10, 11]
     assert starts == [6, 8, 10]
 
