@@ -170,3 +170,12 @@ def test_a_machine_drives_like_the_plan_s_driver(driver):
     m = Machine(plan)
     assert m.driver.retry_mamba_alloc is (driver == "scheduler")
     assert (m.index, m.pos, m.idx, m.statuses, m.crash) == (0, [0] * 7, [], [], None)
+
+
+def test_a_conflict_only_some_interleavings_reach_names_the_operation_and_the_schedule():
+    plan = _plan(A=[{"op": "start", "tokens": [1, 2], "rid": "X"}], B=[{"op": "start", "tokens": [3], "rid": "X"}])
+    m = Machine(plan)
+    assert m.step(plan, 1) == "." and m.index == 1
+    with pytest.raises(ScenarioError, match=r"^op 1: request id 'X' is still live; give each started request its "
+                                            r"own rid \(schedule: B A\)$"):
+        m.step(plan, 0)
