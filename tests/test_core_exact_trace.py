@@ -3,6 +3,8 @@ sequences compare. Each test names the replays it expects, with their arguments,
 snapshot with the one a single front-to-back replay gives."""
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -14,8 +16,8 @@ from simcache.cache import HiMambaRadixCache
 from simcache.driver import Driver
 from simcache.operations import RAISED
 from simcache.ops_run import build_config, execute, run_ops
-from simcache.scenario import load
-from simcache.simulate import resolve_flags
+from simcache.scenario import from_doc, load
+from simcache.simulate import resolve_flags, simulate
 from simcache.state import tree_lines
 from simcache.trace import Recorder
 
@@ -339,3 +341,52 @@ def test_a_recorder_without_invariants_never_checks_them(monkeypatch):
     assert checked == [] and quiet.violations == [] and len(quiet._eager) == 263
     by_hand("crash_pr")
     assert len(checked) > 200
+
+
+def reference_hash(rec: Recorder) -> str:
+    whole = json.dumps([s.as_dict() for s in rec.steps], sort_keys=True, default=str)
+    return hashlib.sha256(whole.encode()).hexdigest()
+
+
+def test_the_trace_hash_is_the_whole_json_text_s_across_chunks_and_for_a_detach_of_another_node():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_trace import doc_for
+
+    rec = simulate(from_doc(dict(name="w", **doc_for(120))), "pre_fix", snapshots=False).trace
+    assert len(rec.steps) > 4096  # two chunks of the streamed hash
+    assert rec.sha256() == reference_hash(rec)
+    # a detach whose parent's slot held another node, and one whose slot held none (by hand)
+    cache = make_cache()
+    drv = Driver(cache)
+    for tokens in ([1, 2], [1, 2, 3]):
+        drv.finish(drv.start(tokens))
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, drv)
+    a = cache.root_node.children[1]
+    cache._detach(cache.root_node, a)
+    cache._detach(cache.root_node, a)
+    cache._detach(a, cache._new_node((3, 9)))
+    assert [s.text for s in rec.steps if s.kind == "detach"][1:] == [
+        "detach [1,2]#7 from []#2 slot 1 (the slot held none)", "detach [3,9]#9 from [1,2]#7 slot 3 (the slot held "
+        "[3]#8)"]
+    assert rec.sha256() == reference_hash(rec)
+
+
+def test_an_operation_that_ends_at_its_own_first_step_ends_there():
+    """A first operation with nothing to do (no live request to finish) has one micro-step, step 0: it ends at 0,
+    not at the run's end."""
+    sc = load("crash_pr")
+    rec = Recorder(checkpoint_every=1)
+    execute(sc.config, [("A", {"op": "finish_oldest"}), ("A", {"op": "request", "tokens": [1, 2], "rid": "R"})],
+            resolve_flags(sc, "pre_fix", None)[1], recorder=rec)
+    assert [(o.first_step, o.last_step) for o in rec.ops] == [(0, 0), (1, len(rec.steps) - 1)]
+    assert trace._op_end(rec, 0) == 0
+    assert list(rec.iter_snapshots(0, 1)) == [rec.snapshots[0]]
+
+
+def test_a_cleanup_names_every_holder_it_removed_the_node_from():
+    node = make_cache().root_node
+    text, detail = trace._describe("cleaned_up", dict(node=node, reason="stale node in x",
+                                                      removed=["full_lru_list", "mamba_lru_list"], warning="w"))
+    assert text == "stale guard: cleaned up []#2 (stale node in x); removed from full_lru_list, mamba_lru_list"
+    assert detail == dict(reason="stale node in x", removed=["full_lru_list", "mamba_lru_list"], warning="w")
+    assert trace._describe("something_new", {}) == ("something_new", {})

@@ -186,7 +186,7 @@ def test_the_streamed_trace_hash_is_the_hash_of_the_whole_json_text():
     from simcache.scenario import from_doc
 
     t = simulate(from_doc(dict(name="w", **doc_for(60))), "pre_fix", snapshots=False).trace
-    assert len(t.steps) > 2048  # more than one chunk
+    assert len(t.steps) > 2048  # one chunk (4,096 steps); test_core_exact_trace.py hashes two
     whole = json.dumps([s.as_dict() for s in t.steps], sort_keys=True, default=str)
     assert t.sha256() == hashlib.sha256(whole.encode()).hexdigest()
     assert trace.Recorder().sha256() == hashlib.sha256(b"[]").hexdigest()
