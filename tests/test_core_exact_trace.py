@@ -390,3 +390,13 @@ def test_a_cleanup_names_every_holder_it_removed_the_node_from():
     assert text == "stale guard: cleaned up []#2 (stale node in x); removed from full_lru_list, mamba_lru_list"
     assert detail == dict(reason="stale node in x", removed=["full_lru_list", "mamba_lru_list"], warning="w")
     assert trace._describe("something_new", {}) == ("something_new", {})
+
+
+@pytest.mark.parametrize("name,version", [("crash_pr", "pre_fix"), ("crash_pr", "described_fix"),
+                                          ("scenario_b", "described_fix")])
+def test_the_trace_hash_of_a_crash_and_of_a_cleanup_is_the_whole_json_text_s(name, version):
+    """Steps worded when they happened (the assertion, with its crash record; a stale guard's cleanup, with its
+    holders and warning) are spelled by the JSON encoder: the same bytes as ``json.dumps``."""
+    rec = simulate(name, version, snapshots=False).trace
+    assert {s.kind for s in rec.steps} & {"assertion", "cleaned_up"}
+    assert rec.sha256() == reference_hash(rec)
