@@ -59,6 +59,7 @@ def count_replayers(monkeypatch) -> list:
 def test_the_run_the_tests_below_read():
     rec = traced()
     assert rec.replayable and len(rec.steps) == 263
+    assert rec._eager == [] and rec._pending == {}  # a replayable run snapshots and dates only by replaying
     assert [c.op for c in rec.checkpoints] == [0, 2, 4, 6, 8, 10]
     assert [(o.first_step, o.last_step) for o in rec.ops] == [
         (0, 12), (13, 34), (35, 54), (55, 81), (82, 94), (95, 144), (145, 175), (176, 184), (185, 192), (193, 201),
