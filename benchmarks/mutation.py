@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import importlib.util
 import json
 import os
 import re
@@ -116,10 +117,12 @@ MODULES = {
                                      "tests/test_dpor.py", "tests/test_explore.py"],
     "simcache/explore/machine.py": ["tests/test_explore_machine.py", "tests/test_dpor.py", "tests/test_explore.py"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
-    "simcache/operations.py": ["tests/test_operations.py", "tests/test_scenario.py", "tests/test_bad_input.py",
-                               "tests/test_core_exact_driver.py"],
-    "simcache/scheduler.py": ["tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_shrink.py"],
-    "simcache/crash.py": ["tests/test_assertion_messages.py", "tests/test_core_exact_shrink.py",
+    "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
+                               "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
+    "simcache/scheduler.py": ["tests/test_core_exact_scheduler.py", "tests/test_scenario.py", "tests/test_bad_input.py",
+                              "tests/test_core_exact_shrink.py"],
+    "simcache/crash.py": ["tests/test_core_exact_crash.py", "tests/test_operations.py",
+                          "tests/test_assertion_messages.py", "tests/test_core_exact_shrink.py",
                           "tests/test_core_exact_ops_run.py"],
     # the replay entry points: the fast path against the traced one, scenarios, workloads, reference cases
     "simcache/ops_run.py": ["tests/test_core_exact_ops_run.py", "tests/test_trace_fast_paths.py",
@@ -396,6 +399,10 @@ def main(argv=None) -> int:
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         print(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("mutmut") is None:
+        print(f"mutmut is not installed in {sys.executable}; install the dev extras with "
+              f"{sys.executable} -m pip install -e '.[dev]' and run this again", file=sys.stderr)
         return 2
     out = []
     for module in args.modules or list(MODULES):
