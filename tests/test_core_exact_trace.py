@@ -401,3 +401,80 @@ def test_the_trace_hash_of_a_crash_and_of_a_cleanup_is_the_whole_json_text_s(nam
     rec = simulate(name, version, snapshots=False).trace
     assert {s.kind for s in rec.steps} & {"assertion", "cleaned_up"}
     assert rec.sha256() == reference_hash(rec)
+
+
+# --- the hash writer's own spellings: the frequent kinds never reach the generic wording --------------------------
+FAST_KINDS = {"call", "alloc", "free", "double_free", "alloc_fail", "lock", "lru_insert", "lru_remove", "set_add",
+              "set_discard", "attach", "detach", "backup", "write_ack", "load_ack", "storage_ack"}
+
+
+def worded_by_the_generic_path(monkeypatch, rec: Recorder) -> list:
+    """The log entries the hash writer sends to ``_words`` (the generic wording) while hashing ``rec``."""
+    expected = reference_hash(rec)  # (wording every step: before the spy)
+    sent, real = [], trace._words
+    monkeypatch.setattr(trace, "_words", lambda e: (sent.append(e), real(e))[1])
+    assert rec.sha256() == expected
+    monkeypatch.setattr(trace, "_words", real)
+    return sent
+
+
+def test_the_hash_writer_spells_every_frequent_kind_itself_and_only_the_rest_generically(monkeypatch):
+    """The writer's fast paths are why hashing a 2,000-request run is affordable: every step of a frequent kind with
+    plain fields is written straight from its log entry. Only operations, splits, host references and steps worded
+    when they happened (the assertion) go through ``_words``. Each frequent kind occurs in these two runs, and a
+    detach whose slot held another node is added by hand."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_trace import doc_for
+
+    runs = [simulate(from_doc(dict(name="w", **doc_for(120))), "pre_fix", snapshots=False).trace,
+            simulate("crash_pr", "pre_fix", snapshots=False).trace]
+    cache = make_cache()
+    drv = Driver(cache)
+    drv.finish(drv.start([1, 2]))
+    runs.append(Recorder(snapshots=False, invariants=False).attach(cache, drv))
+    a = cache.root_node.children[1]
+    cache._detach(cache.root_node, a)
+    cache._detach(cache.root_node, a)
+    kinds = set()
+    for rec in runs:
+        slow = [e for e in rec._log if e[2] not in FAST_KINDS or e[5].__class__ is trace._Worded]
+        assert worded_by_the_generic_path(monkeypatch, rec) == slow
+        kinds |= {e[2] for e in rec._log}
+    assert FAST_KINDS <= kinds
+    assert {e[2] for rec in runs for e in rec._log if e[2] not in FAST_KINDS} == {"op", "split", "host_ref",
+                                                                                   "assertion"}
+
+
+def test_the_hash_writers_memo_spells_each_repeated_text_once(monkeypatch):
+    memo = trace._JsonMemo()
+    encoded = []
+    real = memo.enc
+    memo.enc = lambda o: (encoded.append(o), real(o))[1]
+    assert [memo.value("R1"), memo.value("R1"), memo.value(None), memo.value(None)] == ['"R1"', '"R1"', "null",
+                                                                                         "null"]
+    assert memo.value(["unhashable"]) == '["unhashable"]'
+    shared = trace._call_detail("evict_host")
+    assert [memo.detail(shared), memo.detail(shared), memo.detail({}), memo.detail({"b": 1, "a": "\u00e9"})] == [
+        '{"function": "evict_host"}', '{"function": "evict_host"}', "{}", '{"a": "\\u00e9", "b": 1}']
+    assert encoded == ["R1", None, ["unhashable"], {"function": "evict_host"}, {"b": 1, "a": "\u00e9"}]
+    keyed = []
+    real_key_text = trace._key_text
+    monkeypatch.setattr(trace, "_key_text", lambda k: (keyed.append(k), real_key_text(k))[1])
+    key, same_value = (1, 2, 3), tuple([1, 2, 3])
+    assert [memo.key(key), memo.key(key), memo.key(same_value), memo.key("a\u00e9\"b")] == [
+        "1,2,3", "1,2,3", "1,2,3", 'a\\u00e9\\"b']
+    assert keyed == [key, same_value] and keyed[1] is same_value  # by identity: an equal tuple is spelled again
+    assert [memo.name("full\u00e9"), memo.name("full\u00e9")] == ["full\\u00e9"] * 2 and list(memo.names) == [
+        "full\u00e9"]
+
+
+def test_a_keys_text_is_spelled_once_per_key_object(monkeypatch):
+    spelled = []
+    real = trace.format_key
+    monkeypatch.setattr(trace, "format_key", lambda k: (spelled.append(k), real(k))[1])
+    trace._KEY_TEXT.clear()
+    key, equal = (4, 5), tuple([4, 5])
+    assert [trace._key_text(key), trace._key_text(key), trace._key_text(equal), trace._key_text([6])] == [
+        "4,5", "4,5", "4,5", "6"]
+    assert spelled == [key, equal, [6]] and spelled[1] is equal
+    assert [k for k, _ in trace._KEY_TEXT.values()] == [key, equal]  # a list is spelled but not kept
