@@ -478,3 +478,49 @@ def test_a_keys_text_is_spelled_once_per_key_object(monkeypatch):
         "4,5", "4,5", "4,5", "6"]
     assert spelled == [key, equal, [6]] and spelled[1] is equal
     assert [k for k, _ in trace._KEY_TEXT.values()] == [key, equal]  # a list is spelled but not kept
+
+
+def test_the_insert_loops_node_detached_under_it_is_stale_though_no_structure_holds_it():
+    """The race's shape: ``_insert_helper``'s loop node is detached while the loop still means to use it. Only the
+    loop holds it (no list, set or parent), so only the recorder's outer frames make it stale in the snapshot."""
+    cache = make_cache()
+    rec = Recorder(invariants=False).attach(cache, None)
+    node = cache._new_node((1, 2))
+    cache._attach(cache.root_node, node)
+    other = cache._new_node((5,))
+    rec.enter("_insert_helper", (other,))
+    rec.event("current", node=node)
+    cache._detach(cache.root_node, node)
+    assert [s.text for s in rec.steps] == ["attach [1,2]#7 under []#2 at slot 1", "_insert_helper([5]#8)",
+                                           "detach [1,2]#7 from []#2 slot 1"]
+    snap = rec.snapshots[-1]
+    assert (snap.stale, snap.holders, snap.current) == ((7,), {8: ("_insert_helper()",), 7: ("insert loop's node",)},
+                                                        7)
+    assert rec.outer_frame_ids() == frozenset({7}) and rec.frame_holders() == {8: ("_insert_helper()",)}
+    assert [(e.step, e.node, e.holders, e.cause) for e in rec.went_stale] == [
+        (2, 7, ("_insert_helper's loop node",), "detached by _insert_helper")]
+    assert [s.stale for s in rec.snapshots] == [(), (), (7,)]
+
+
+def test_an_operation_still_running_ends_at_the_last_step_so_far():
+    rec = Recorder(snapshots=False, invariants=False)
+    rec.begin_op(0, {"op": "events"})
+    rec._log.append(rec._log[-1])
+    assert trace._op_end(rec, 0) == 1
+    rec.end_op(0, ".")
+    rec.begin_op(1, {"op": "events"})
+    assert [trace._op_end(rec, p) for p in (0, 1)] == [1, 2]
+    rec._log.append(rec._log[-1])
+    assert [trace._op_end(rec, p) for p in (0, 1)] == [1, 3]
+
+
+def test_a_request_live_across_boundaries_is_no_leak_when_driven_by_hand():
+    """A hand-driven recorder checks the boundaries with the one-pass check, handing it the live requests: their
+    slots are theirs, not leaked."""
+    cache = make_cache()
+    drv = Driver(cache)
+    rec = Recorder(snapshots=False).attach(cache, drv)
+    for i, op in enumerate([{"op": "start", "tokens": [1, 2, 3]}, {"op": "events"}, {"op": "finish"}]):
+        rec.begin_op(i, op)
+        rec.end_op(i, drv.step(op, i))
+    assert [o.status for o in rec.ops] == [".", ".", "."] and len(drv.live) == 0 and rec.violations == []
