@@ -519,8 +519,92 @@ def test_a_request_live_across_boundaries_is_no_leak_when_driven_by_hand():
     slots are theirs, not leaked."""
     cache = make_cache()
     drv = Driver(cache)
-    rec = Recorder(snapshots=False).attach(cache, drv)
+    rec = Recorder().attach(cache, drv)
     for i, op in enumerate([{"op": "start", "tokens": [1, 2, 3]}, {"op": "events"}, {"op": "finish"}]):
         rec.begin_op(i, op)
         rec.end_op(i, drv.step(op, i))
     assert [o.status for o in rec.ops] == [".", ".", "."] and len(drv.live) == 0 and rec.violations == []
+    assert len(rec.snapshots) == len(rec.steps) > 20
+    assert {v.leaked for s in rec.snapshots for v in s.pools.values()} == {()}  # the request's slots are its own
+    assert rec.snapshots[rec.ops[1].first_step].pools["device_kv"].used == (0, 1, 2)
+
+
+# --- the recorder's own bookkeeping: what it keeps per step, how often it checks, where it checkpoints ------------
+def test_the_log_holds_each_named_nodes_key_tuple_not_its_text():
+    """A step that names a node keeps the node's key object (worded only on demand): spelling a long key into every
+    step that names it is what once made a 2,000-request trace outgrow memory."""
+    rec = simulate("crash_pr", "pre_fix", snapshots=False).trace
+    calls = [e for e in rec._log if e[2] == "call" and e[4] is not None]
+    listed = [e for e in rec._log if e[2] in ("lru_insert", "lru_remove", "set_add", "set_discard")]
+    assert len(calls) > 50 and len(listed) > 50
+    assert {type(e[5]) for e in calls} == {tuple} and {type(e[5][0]) for e in listed} == {tuple}
+
+
+def test_a_call_from_a_known_stack_looks_no_stack_up(monkeypatch):
+    class Counted(dict):
+        gets = 0
+
+        def get(self, *args):
+            Counted.gets += 1
+            return super().get(*args)
+
+    monkeypatch.setattr(trace, "_STACKS", Counted({(): ()}))
+    monkeypatch.setattr(trace, "_NEXT_STACK", {})
+    rec = Recorder(snapshots=False, invariants=False)
+    for _ in range(3):
+        rec.enter("a", ())
+        rec.enter("b", ())
+        rec.exit("b")
+        rec.exit("a")
+    assert Counted.gets == 2  # the first round only
+    assert [e[3] for e in rec._log] == [("a",), ("a", "b")] * 3
+    assert rec._log[0][3] is rec._log[4][3] and rec._log[1][3] is rec._log[5][3] and rec._stack == ()
+
+
+def test_the_memo_of_stack_transitions_starts_again_past_65536_entries(monkeypatch):
+    monkeypatch.setattr(trace, "_STACKS", {(): ()})
+    monkeypatch.setattr(trace, "_NEXT_STACK", {})
+    rec = Recorder(snapshots=False, invariants=False)
+    for i in range(65537):
+        rec.enter(f"f{i}", ())
+        rec.exit(f"f{i}")
+    assert len(trace._NEXT_STACK) == 65537
+    rec.enter("one more", ())
+    assert list(trace._NEXT_STACK.values()) == [((), ("one more",))]
+
+
+def test_memory_is_checked_after_the_first_operation_and_every_64th(monkeypatch):
+    rec = Recorder(snapshots=False, invariants=False)
+    checked = []
+    monkeypatch.setattr(trace, "rss_mb", lambda: checked.append(len(rec.ops)) or 1.0)
+    for i in range(130):
+        rec.begin_op(i, {"op": "events"})
+        rec.end_op(i, ".")
+    assert checked == [1, 64, 128]
+
+
+@pytest.mark.parametrize("kw, ops", [
+    (dict(snapshots=False, checkpoint_every=1), [0, 4, 8]),  # invariants only: DATING_SPREAD (4) times further apart
+    (dict(snapshots=False, checkpoint_every=3), [0]),
+    (dict(checkpoint_every=5), [0, 5, 10]),
+    # crash_pr's operations start at steps 0, 13, 35, 55, 82, 95, 145, 176, 185, 193, 202, 223: a checkpoint once
+    # 13 or more steps have passed since the last one
+    (dict(checkpoint_every=100, checkpoint_steps=13), [0, 1, 2, 3, 4, 5, 6, 7, 9, 11]),
+])
+def test_checkpoints_are_placed_by_operations_and_by_steps_exactly(kw, ops):
+    every = kw.pop("checkpoint_every")
+    rec = traced(every=every, **kw)
+    assert [c.op for c in rec.checkpoints] == ops
+    assert [c.step for c in rec.checkpoints] == [rec.ops[p].first_step for p in ops]
+
+
+def test_a_detached_node_put_back_into_an_lru_list_is_readmitted():
+    cache = make_cache()
+    rec = Recorder(invariants=False).attach(cache, None)
+    node = cache._new_node((1, 2))
+    cache._attach(cache.root_node, node)
+    cache._detach(cache.root_node, node)
+    cache.full_lru_list.insert_mru(node)
+    assert [(e.step, e.node, e.key, e.holders, e.cause) for e in rec.readmitted] == [
+        (2, 7, "1,2", ("full_lru_list",), "detached node re-admitted to full_lru_list")]
+    assert [s.text for s in rec.steps][-1] == "insert [1,2]#7 into full_lru_list"
