@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import resource
 import sys
 from pathlib import Path
 
@@ -608,3 +610,76 @@ def test_a_detached_node_put_back_into_an_lru_list_is_readmitted():
     assert [(e.step, e.node, e.key, e.holders, e.cause) for e in rec.readmitted] == [
         (2, 7, "1,2", ("full_lru_list",), "detached node re-admitted to full_lru_list")]
     assert [s.text for s in rec.steps][-1] == "insert [1,2]#7 into full_lru_list"
+
+
+def _statm_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads Linux's /proc")
+def test_resident_memory_is_what_the_process_holds_now_not_its_peak():
+    peak_maker = bytearray(300 * 2**20)  # raise the peak 300 MB above what is held once it is freed
+    peak_maker[::4096] = b"x" * len(peak_maker[::4096])
+    del peak_maker
+    now, peak = trace.rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert abs(now - _statm_mb()) < 20 and peak - now > 250
+
+
+def test_without_proc_resident_memory_is_the_peak_and_without_either_it_is_unknown(monkeypatch):
+    real_open = open
+
+    def no_proc(path, *a, **k):
+        if str(path).startswith("/proc"):
+            raise OSError("no /proc here")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", no_proc)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert trace.rss_mb() == peak
+    monkeypatch.setattr(resource, "getrusage", lambda who: (_ for _ in ()).throw(OSError("none")))
+    assert trace.rss_mb() is None
+
+
+@pytest.mark.parametrize("ops, used, message", [
+    (0, 100.0, None),  # at the limit: still within it
+    (0, 100.5, "this run's trace outgrew the memory limit of 100 MB at operation 0 (100 MB in use); narrow it to fewer "
+               "operations with --ops A:B (e.g. --ops 0:1), or raise the limit with --memory-limit MB"),
+    (1, 240.0, "this run's trace outgrew the memory limit of 100 MB at operation 1 (240 MB in use); narrow it to fewer "
+               "operations with --ops A:B (e.g. --ops 0:1), or raise the limit with --memory-limit MB"),
+    (101, 240.0, "this run's trace outgrew the memory limit of 100 MB at operation 101 (240 MB in use); narrow it to "
+                 "fewer operations with --ops A:B (e.g. --ops 50:101), or raise the limit with --memory-limit MB"),
+])
+def test_the_memory_limit_sentence_names_the_operation_and_a_window_to_try(monkeypatch, ops, used, message):
+    monkeypatch.setattr(trace, "rss_mb", lambda: used)
+    rec = Recorder(snapshots=False, invariants=False, memory_limit_mb=100)
+    if ops:
+        rec.begin_op(ops, {"op": "events"})
+    if message is None:
+        assert rec._check_memory() is None
+        return
+    with pytest.raises(trace.TraceLimitError) as e:
+        rec._check_memory()
+    assert str(e.value) == message
+
+
+def test_a_detach_outside_any_call_is_the_drivers_and_its_whole_subtree_becomes_known():
+    cache = make_cache()
+    rec = Recorder(invariants=False).attach(cache, None)
+    a = cache._new_node((1, 2))
+    cache._attach(cache.root_node, a)
+    cache.full_lru_list.insert_mru(a)
+    b = cache._new_node((3,))  # linked by hand: no step ever names it
+    b.parent, a.children[3] = a, b
+    cache._detach(cache.root_node, a)
+    assert [(e.node, e.holders, e.cause) for e in rec.went_stale] == [(7, ("full_lru_list",), "detached by driver")]
+    assert 8 in rec._known and rec._detached == {7, 8}
+    snap = rec.snapshots[-1]
+    assert (snap.stale, snap.nodes[8].attached, snap.nodes[8].key) == ((7,), False, (3,))
+
+
+def test_a_violation_the_named_check_does_not_word_is_a_simcache_bug(monkeypatch):
+    monkeypatch.setattr(trace, "check_all", lambda cache, live, names=None: {n: None for n in names or ()})
+    with pytest.raises(trace.InternalError) as e:
+        by_hand("scenario_d", snapshots=False)
+    assert str(e.value) == "invariant tier_monotonicity: the one-pass check and the named check disagree"
