@@ -16,6 +16,7 @@ from helpers import make_cache
 from simcache import trace
 from simcache.cache import HiMambaRadixCache
 from simcache.driver import Driver
+from simcache.invariants import failing
 from simcache.operations import RAISED
 from simcache.ops_run import build_config, execute, run_ops
 from simcache.scenario import from_doc, load
@@ -683,3 +684,80 @@ def test_a_violation_the_named_check_does_not_word_is_a_simcache_bug(monkeypatch
     with pytest.raises(trace.InternalError) as e:
         by_hand("scenario_d", snapshots=False)
     assert str(e.value) == "invariant tier_monotonicity: the one-pass check and the named check disagree"
+
+
+# --- the boundary check a replayable recorder keeps up to date from its events ----------------------------------
+def _replayable_busy() -> tuple:
+    cache = make_cache()
+    drv = Driver(cache)
+    rec = Recorder(snapshots=False)
+    rec.replayable = True  # as ops_run.execute sets it: the boundary check is kept from the events
+    rec.attach(cache, drv)
+    for tokens in ([1, 2], [1, 2, 3, 4], [5, 6]):
+        drv.finish(drv.start(tokens))
+    assert rec._bc.failing([]) == failing(cache, []) == set()
+    return cache, drv, rec
+
+
+def _replace_a_child(cache, rec):
+    imposter = cache._new_node((1, 9))
+    imposter.value = [30, 31]
+    cache._attach(cache.root_node, imposter)  # takes [1, 2]'s slot: [1, 2] and its subtree leave the tree
+
+
+def _detach_another(cache, rec):
+    cache._detach(cache.root_node, cache._new_node((1, 7)))  # the slot held [1, 2]: it is popped instead
+
+
+def _built_then_recorded() -> tuple:
+    """A cache built before the recorder listened: its nodes are tracked only once an event names them."""
+    cache = make_cache()
+    drv = Driver(cache)
+    for tokens in ([1, 2], [1, 2, 3, 4], [5, 6]):
+        drv.finish(drv.start(tokens))
+    drv.step({"op": "events"}, 3)  # the write acks: [3, 4] and [5, 6] become evictable device leaves
+    rec = Recorder(snapshots=False)
+    rec.replayable = True
+    rec.attach(cache, drv)
+    assert rec._bc.failing([]) == failing(cache, []) == set()
+    assert [n.key for n in cache.evictable_full_device_leaves] == [(3, 4), (5, 6)]
+    return cache, drv, rec
+
+
+def _write_a_node_a_call_named(cache, rec):
+    node = cache.root_node.children[5]
+    rec.enter("probe", (node,))
+    rec.exit("probe")
+    node.value = None  # written after the call named it, by no event
+
+
+def _write_a_leaf_a_set_named_at_the_last_boundary(cache, rec):
+    node = cache.root_node.children[5]
+    leaves = cache.evictable_full_device_leaves
+    leaves.discard(node)
+    leaves.add(node)
+    assert rec._bc.failing([]) == set()  # a boundary
+    node.value = None  # written in the next operation, by no event
+
+
+def _split_then_drop_the_suffix(cache, rec):
+    drv = rec.driver
+    drv.finish(drv.start([5, 8]))  # splits [5, 6] into [5] and [6]
+    prefix = cache.root_node.children[5]
+    prefix.children.clear()  # the suffix [6] vanishes from its parent's dict, by no event
+
+
+@pytest.mark.parametrize("damage, bad", [
+    (_replace_a_child, {"attachment", "lru_membership", "no_leak", "size_counters"}),
+    (_detach_another, {"attachment", "lru_membership", "no_leak", "size_counters"}),
+    (_write_a_node_a_call_named, {"leaf_sets", "lru_membership", "no_leak", "size_counters"}),
+    (_write_a_leaf_a_set_named_at_the_last_boundary, {"leaf_sets", "lru_membership", "no_leak", "size_counters"}),
+    (_split_then_drop_the_suffix, {"attachment", "lru_membership", "no_leak", "size_counters"}),
+])
+def test_the_boundary_check_kept_from_events_sees_what_the_whole_check_sees(damage, bad):
+    """Every node an event names (a call's argument, an attach's replaced child, a detach's popped node, a split's
+    two halves) is re-examined at the next boundary, so the incremental check fails exactly the invariants the
+    whole one-pass check fails."""
+    cache, drv, rec = (_built_then_recorded if damage.__name__.startswith("_write") else _replayable_busy)()
+    damage(cache, rec)
+    assert rec._bc.failing(list(drv.live.values())) == failing(cache, list(drv.live.values())) == bad
