@@ -541,6 +541,8 @@ def test_the_log_holds_each_named_nodes_key_tuple_not_its_text():
     listed = [e for e in rec._log if e[2] in ("lru_insert", "lru_remove", "set_add", "set_discard")]
     assert len(calls) > 50 and len(listed) > 50
     assert {type(e[5]) for e in calls} == {tuple} and {type(e[5][0]) for e in listed} == {tuple}
+    refs = [e[5][0] for e in rec._log if e[2] in ("attach", "detach", "lock", "backup", "write_ack", "split")]
+    assert len(refs) > 50 and {(type(r[0]), type(r[1])) for r in refs} == {(int, tuple)}
 
 
 def test_a_call_from_a_known_stack_looks_no_stack_up(monkeypatch):
@@ -761,3 +763,79 @@ def test_the_boundary_check_kept_from_events_sees_what_the_whole_check_sees(dama
     cache, drv, rec = (_built_then_recorded if damage.__name__.startswith("_write") else _replayable_busy)()
     damage(cache, rec)
     assert rec._bc.failing(list(drv.live.values())) == failing(cache, list(drv.live.values())) == bad
+
+
+# --- the memory limit read from the environment -------------------------------------------------------------------
+@pytest.mark.parametrize("text, value", [
+    (" 2.5 ", 2.5), ("0.5", 0.5), ("1048576", 1048576.0), ("1048576.000", 1048576.0), ("12345.678901", 12345.678901),
+])
+def test_the_environments_memory_limit_is_plain_megabytes(monkeypatch, text, value):
+    monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", text)
+    assert trace.memory_limit() == value
+
+
+@pytest.mark.parametrize("text", ["1.2.3", "2..5", "1048576.5", "1048577", "123456.7890123", "0.0", ".", "x" * 40])
+def test_a_memory_limit_out_of_bounds_or_not_a_number_is_named(monkeypatch, text):
+    monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", text)
+    with pytest.raises(trace.ConfigError) as e:
+        trace.memory_limit()
+    assert str(e.value) == (f"the environment variable SIMCACHE_MEMORY_LIMIT_MB must be megabytes above 0 (plain "
+                            f"digits, at most 1048576), not {text[:30]!r}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, "
+                            f"or unset it")
+
+
+def test_an_operations_position_is_read_from_any_trace_with_operations():
+    class Bare:  # a trace without the recorder's cached list of first steps
+        ops = [trace.OpRecord(0, None, {}, 0), trace.OpRecord(1, None, {}, 4), trace.OpRecord(2, None, {}, 9)]
+
+    assert [trace.op_position(Bare(), s) for s in (0, 3, 4, 8, 9, 50)] == [0, 0, 1, 1, 2, 2]
+
+
+# --- readmission through a host reference taken by a storage backup or prefetch -----------------------------------
+@pytest.mark.parametrize("frames, holder", [
+    (["write_backup_storage"], "ongoing_backup"),
+    (["write_backup_storage", "inner"], "ongoing_backup"),
+    (["outer", "prefetch_from_storage"], "prefetch anchor"),
+    (["write_backup_storage", "prefetch_from_storage", "inner"], "ongoing_backup"),
+    (["prefetch_from_storage", "inner", "deeper"], None),  # only the two innermost calls count
+    (["evict_host"], None),
+])
+def test_a_detached_node_given_a_host_reference_by_storage_is_readmitted(frames, holder):
+    cache = make_cache()
+    rec = Recorder(snapshots=False, invariants=False).attach(cache, None)
+    node = cache._new_node((1, 2))
+    cache._attach(cache.root_node, node)
+    cache._detach(cache.root_node, node)
+    for f in frames:
+        rec.enter(f, ())
+    rec.event("host_ref", node=node, host_ref=1, host_mamba_ref=0)
+    assert [(e.node, e.holders, e.cause) for e in rec.readmitted] == (
+        [] if holder is None else [(7, (holder,), f"detached node re-admitted to {holder}")])
+
+
+def test_a_replay_that_disagrees_with_the_run_is_a_simcache_bug():
+    rec = traced()
+    rec.ops[3].last_step += 1  # the run, as recorded, had one more step in operation 3
+    with pytest.raises(trace.InternalError) as e:
+        rec._replay(3, set())
+    assert str(e.value) == ("replaying operation 3 gave 27 micro-steps and status '.', the run had 28 and '.': the "
+                            "run is not deterministic")
+
+
+def test_a_replay_starts_from_the_checkpoint_before_the_first_wanted_step():
+    rec = traced(every=2)  # checkpoints before operations 0, 2, 4, ...
+    calls = []
+    real = trace._Replayer
+
+    class Spy(real):
+        def __init__(self, main, cp, want, date_op):
+            calls.append(cp.op)
+            super().__init__(main, cp, want, date_op)
+
+    trace._Replayer = Spy
+    try:
+        got = rec._replay(9, {40, 200}).got  # step 40 is in operation 2, step 200 in operation 9
+    finally:
+        trace._Replayer = real
+    assert calls == [2] and sorted(got) == [40, 200]
+    assert (got[40], got[200]) == (rec.snapshots[40], rec.snapshots[200])
