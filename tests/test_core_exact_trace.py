@@ -597,8 +597,8 @@ def test_memory_is_checked_after_the_first_operation_and_every_64th(monkeypatch)
     (dict(checkpoint_every=100, checkpoint_steps=13), [0, 1, 2, 3, 4, 5, 6, 7, 9, 11]),
 ])
 def test_checkpoints_are_placed_by_operations_and_by_steps_exactly(kw, ops):
-    every = kw.pop("checkpoint_every")
-    rec = traced(every=every, **kw)
+    kw = dict(kw)  # (the parameter's dict is shared by every run of the test)
+    rec = traced(every=kw.pop("checkpoint_every"), **kw)
     assert [c.op for c in rec.checkpoints] == ops
     assert [c.step for c in rec.checkpoints] == [rec.ops[p].first_step for p in ops]
 
