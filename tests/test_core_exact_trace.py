@@ -839,3 +839,121 @@ def test_a_replay_starts_from_the_checkpoint_before_the_first_wanted_step():
         trace._Replayer = real
     assert calls == [2] and sorted(got) == [40, 200]
     assert (got[40], got[200]) == (rec.snapshots[40], rec.snapshots[200])
+
+
+# --- the hash writer: which entries it writes itself, what it encodes, and how often ------------------------------
+def test_the_encoder_is_json_dumps_with_sorted_keys_and_str_for_anything_else(monkeypatch):
+    """``_encoder()`` gives ``json.dumps(o, sort_keys=True, default=str)``'s text (and its errors) for any value,
+    through one C encoder made once; without the C encoder, through ``json.JSONEncoder`` alike."""
+    values = [{"b": 1, "a": [2, {"d": None, "c": "\u00e9"}]}, [{1, 2}], ({"z": 0, "y": 1},), {3}, "t\u00e9xt", 7,
+              None, [float("nan"), float("inf")], [{"k": float("-inf")}], []]
+    for enc in (trace._encoder(), None):
+        if enc is None:
+            monkeypatch.setattr(trace, "_c_make_encoder", None)
+            enc = trace._encoder()
+        assert [enc(v) for v in values] == [json.dumps(v, sort_keys=True, default=str) for v in values]
+        loop: list = []
+        loop.append(loop)
+        with pytest.raises(ValueError, match="Circular reference"):
+            enc(loop)
+        with pytest.raises(TypeError, match="keys must be"):
+            enc([{(1, 2): 3}])
+    monkeypatch.undo()
+    assert not hasattr(trace._encoder(), "__self__")  # the C encoder's closure, not JSONEncoder.encode
+
+
+def _odd_and_plain_entries() -> tuple[list, set[int]]:
+    """Log entries of every fast-written kind, plain and not, and the positions of those that are not plain: a part
+    that is not an int where the fast spelling writes one bare, a reference without a node id, a name that is not a
+    str. (A reference to no node at all is plain: it is spelled "none".)"""
+    st = trace._intern(("cache_finished_req", "_insert_helper"))
+    ref, odd_ref = (8, (1, 2)), ("x", (1, 2))
+    log = [
+        (2, "R1", "call", st, "n", (4,)),  # 0: plain (a node id that is not an int: the whole text escaped)
+        (2, "R1", "lock", st, 8, (None, 1, 2)),  # 1: a lock of no node
+        (2, "R1", "lock", st, 8, (ref, 1, "z")),  # 2: a count that is not an int
+        (2, "R1", "lock", st, 8, (ref, 0, 3)),  # 3: plain (a change of 0 is spelled an unlock)
+        (2, "R1", "lock", st, 8, (odd_ref, 1, 3)),  # 4
+        (2, "R1", "lru_remove", st, "y", ((1, 2), "full_lru_list")),  # 5
+        (2, "R1", "set_add", st, 8, ((1, 2), 5)),  # 6: a set named by a number
+        (2, "R1", "attach", st, 8, (ref, (0, ()), 3, None)),  # 7: plain
+        (2, "R1", "attach", st, 8, (ref, odd_ref, 3, None)),  # 8
+        (2, "R1", "attach", st, 8, (ref, (0, ()), 3, "r")),  # 9: a replaced node that is not an id
+        (2, "R1", "attach", st, 8, (odd_ref, (0, ()), 3, 9)),  # 10
+        (2, "R1", "detach", st, 8, (ref, (0, ()), 3, True, ref)),  # 11: plain
+        (2, "R1", "detach", st, 8, (ref, (0, ()), 3, False, None)),  # 12: plain (the slot held nothing)
+        (2, "R1", "detach", st, 8, (ref, odd_ref, 3, True, ref)),  # 13
+        (2, "R1", "detach", st, 8, (ref, (0, ()), 3, False, odd_ref)),  # 14
+        (2, "R1", "backup", st, 8, (ref, (4, 5))),  # 15: plain
+        (2, "R1", "backup", st, 8, (ref, [4, 5])),  # 16: host slots not as a tuple
+        (2, "R1", "backup", st, 8, (ref, (4, True))),  # 17
+        (2, "R1", "write_ack", st, 8, (ref,)),  # 18: plain
+        (2, "R1", "load_ack", st, None, (None,)),  # 19: plain
+        (2, "R1", "storage_ack", st, 8, (odd_ref,)),  # 20
+        (2, "R1", "free", st, None, ("host_kv", [1, 2])),  # 21
+    ]
+    return log, {1, 2, 4, 5, 6, 8, 9, 10, 13, 14, 16, 17, 20, 21}
+
+
+def test_the_hash_writer_writes_plain_entries_itself_and_sends_exactly_the_others_to_the_generic_wording(
+        monkeypatch):
+    log, odd = _odd_and_plain_entries()
+    want = [json.dumps(trace._step(i, e).as_dict(), sort_keys=True, default=str) for i, e in enumerate(log)]
+    sent, real = [], trace._words
+    monkeypatch.setattr(trace, "_words", lambda e: (sent.append(e), real(e))[1])
+    assert trace._json_lines(log, 0, len(log), trace._JsonMemo()) == want
+    assert [log.index(e) for e in sent] == sorted(odd)
+    assert [trace._step(i, log[i]).text for i in (3, 12, 19)] == [
+        "unlock [1,2]#8 (full_lock_ref=3)", "detach [1,2]#8 from []#0 slot 3 (the slot held none)",
+        "load ack for none"]
+
+
+def test_the_hash_writer_encodes_each_repeated_text_once_and_writes_numbers_bare(monkeypatch):
+    """Over a whole run: every stack, actor, kind and shared detail is encoded once, each call's detail and each
+    pool, list and set name made once, and node ids, operation indices and texts are never handed to the encoder
+    (only the details of generically worded steps, which differ, are encoded per step)."""
+    rec = simulate("crash_pr", "pre_fix", snapshots=False).trace
+    expected = reference_hash(rec)
+    encoded, details, names = [], [], []
+    real_encoder, real_detail, real_name = trace._encoder, trace._call_detail, trace._JsonMemo.name
+
+    def counted_encoder():
+        enc = real_encoder()
+        return lambda o: (encoded.append(o), enc(o))[1]
+
+    monkeypatch.setattr(trace, "_encoder", counted_encoder)
+    monkeypatch.setattr(trace, "_call_detail", lambda n: (details.append(n), real_detail(n))[1])
+    monkeypatch.setattr(trace._JsonMemo, "name", lambda self, s: (names.append(s), real_name(self, s))[1])
+    assert rec.sha256() == expected
+    monkeypatch.undo()
+    log = rec._log
+    stacks = {id(e[3]): list(e[3]) for e in log}
+    words = {e[1] for e in log} | {e[2] for e in log}
+    generic = [d for e in log if (e[2] not in FAST_KINDS or e[5].__class__ is trace._Worded)
+               and (d := trace._words(e)[1])]
+    per_step = [d for d in generic if id(d) not in trace._SHARED_DETAIL_IDS]
+    shared = list({id(d): d for e in log if (d := trace._words(e)[1]) and id(d) in trace._SHARED_DETAIL_IDS}.values())
+    assert {e[2] for e in log} - FAST_KINDS == {"op", "host_ref", "split", "assertion"} and shared
+    assert sorted(map(repr, encoded)) == sorted(map(repr, [*stacks.values(), *words, *per_step, *shared]))
+    calls = [e[3][-1] for e in log if e[2] == "call"]
+    assert sorted(details) == sorted(set(calls)) and len(calls) > len(set(calls))
+    pool_and_set_names = {e[5][0] for e in log if e[2] in trace._POOL_WORDS} | {
+        e[5][1] for e in log if e[2] in trace._LRU_SET_FIELD}
+    assert sorted(names) == sorted(pool_and_set_names)
+
+
+def test_the_hash_writers_key_memo_starts_again_past_4096_keys(monkeypatch):
+    memo = trace._JsonMemo()
+    keys = [(i,) for i in range(4098)]
+    for k in keys[:4097]:
+        memo.key(k)
+    assert len(memo.keys) == 4097 and memo.key(keys[0]) == "0"  # still kept: no new entry
+    assert memo.key(keys[4097]) == "4097" and list(memo.keys.values()) == [(keys[4097], "4097")]
+
+
+def test_a_name_is_escaped_once_per_memo(monkeypatch):
+    escaped, real = [], trace._ebs
+    monkeypatch.setattr(trace, "_ebs", lambda s: (escaped.append(s), real(s))[1])
+    memo = trace._JsonMemo()
+    assert [memo.name('le"af'), memo.name('le"af'), memo.name("x")] == ['le\\"af', 'le\\"af', "x"]
+    assert escaped == ['le"af', "x"]
