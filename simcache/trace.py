@@ -1080,7 +1080,6 @@ class _Replayer(Recorder):
                            for nid in main._known_log[: cp.known]}
         self._detached = set(main._detached_log[: cp.detached])
         self._leaked = dict(cp.leaked)
-        self._frozen = main._frozen
         self.main, self.n, self.want, self.got = main, cp.step, want, {}
         self._pos = cp.op - 1
         self._date_pos = date_op
@@ -1150,8 +1149,6 @@ class _Replayer(Recorder):
 
     def _pool_event(self, pool: str, what: str, slots: tuple) -> None:
         self._pools = None
-        if self._bc is not None:
-            self._bc.pool_event(pool, what, slots)
         self._add(what, None, "", None)
 
     def _lru_event(self, kind: str, what: str, node) -> None:

@@ -768,13 +768,15 @@ def test_the_boundary_check_kept_from_events_sees_what_the_whole_check_sees(dama
 # --- the memory limit read from the environment -------------------------------------------------------------------
 @pytest.mark.parametrize("text, value", [
     (" 2.5 ", 2.5), ("0.5", 0.5), ("1048576", 1048576.0), ("1048576.000", 1048576.0), ("12345.678901", 12345.678901),
+    ("000000000001", 1.0),  # twelve characters: the longest read
 ])
 def test_the_environments_memory_limit_is_plain_megabytes(monkeypatch, text, value):
     monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", text)
     assert trace.memory_limit() == value
 
 
-@pytest.mark.parametrize("text", ["1.2.3", "2..5", "1048576.5", "1048577", "123456.7890123", "0.0", ".", "x" * 40])
+@pytest.mark.parametrize("text", ["1.2.3", "2..5", "1048576.5", "1048577", "123456.7890123", "0000000000001", "0.0",
+                                  ".", "x" * 40])
 def test_a_memory_limit_out_of_bounds_or_not_a_number_is_named(monkeypatch, text):
     monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", text)
     with pytest.raises(trace.ConfigError) as e:
@@ -957,3 +959,29 @@ def test_a_name_is_escaped_once_per_memo(monkeypatch):
     memo = trace._JsonMemo()
     assert [memo.name('le"af'), memo.name('le"af'), memo.name("x")] == ['le\\"af', 'le\\"af', "x"]
     assert escaped == ['le"af', "x"]
+
+
+def test_the_key_text_memo_starts_again_past_4096_keys():
+    trace._KEY_TEXT.clear()
+    keys = [(i,) for i in range(4098)]
+    for k in keys[:4097]:
+        trace._key_text(k)
+    assert len(trace._KEY_TEXT) == 4097 and trace._key_text(keys[0]) == "0"  # still kept: no new entry
+    assert trace._key_text(keys[4097]) == "4097" and list(trace._KEY_TEXT.values()) == [(keys[4097], "4097")]
+    trace._KEY_TEXT.clear()
+
+
+def test_a_new_recorder_holds_nothing_and_a_step_before_any_operation_is_operation_minus_one():
+    rec = Recorder(checkpoint_every=0, checkpoint_steps=0)
+    assert (rec.checkpoint_every, rec.checkpoint_steps, rec.crashed, rec.initial, rec.replayable, rec.cache,
+            rec.driver, rec._bc) == (1, 1, None, None, False, None, None, None)
+    assert (Recorder(checkpoint_every=1, checkpoint_steps=1).checkpoint_steps, Recorder(checkpoint_steps=7)
+            .checkpoint_steps) == (1, 7)
+    cache = make_cache()
+    rec.attach(cache, Driver(cache))
+    assert rec._bc is None  # driven by hand: the invariants are checked whole, per micro-step
+    cache.evict_host(1)
+    assert [e[:3] for e in rec._log] == [(-1, None, "call")]
+    replayable = Recorder(invariants=False)
+    replayable.replayable = True
+    assert replayable.attach(make_cache(), None)._bc is None  # no invariants wanted: no boundary check kept
