@@ -985,3 +985,19 @@ def test_a_new_recorder_holds_nothing_and_a_step_before_any_operation_is_operati
     replayable = Recorder(invariants=False)
     replayable.replayable = True
     assert replayable.attach(make_cache(), None)._bc is None  # no invariants wanted: no boundary check kept
+
+
+def test_a_leak_the_first_traced_operation_leaves_shows_in_snapshots_replayed_from_the_checkpoint_after_it():
+    """scenario_a's operation 1 (pre_fix) leaks two host slots. Traced from operation 1 on with a checkpoint before
+    every operation, the checkpoint after that first traced operation keeps the leak, so the next operation's first
+    snapshot, replayed from there, shows it as one replayed from the start does."""
+    sc = load("scenario_a")
+    ops, flags = sc.linearize(sc.parse_schedule()), resolve_flags(sc, "pre_fix", None)[1]
+    fine, coarse = Recorder(checkpoint_every=1), Recorder(checkpoint_every=100)
+    for rec in (fine, coarse):
+        execute(sc.config, ops, flags, recorder=rec, window=(1, len(ops)))
+    leaked = {"device_kv": (), "device_mamba": (), "host_kv": (0, 1), "host_mamba": ()}
+    assert [(c.op, c.leaked) for c in fine.checkpoints] == [(0, {}), (1, leaked), (2, leaked)]
+    step = fine.ops[1].first_step
+    assert {n: v.leaked for n, v in fine.snapshots[step].pools.items()} == leaked
+    assert fine.snapshots[step] == coarse.snapshots[step]
