@@ -70,3 +70,11 @@ def test_dpor_is_handed_the_preset_budget_and_stopping_text():
     assert (cut.schedules_run, cut.exhausted) == (3, False)
     first = explore("scenario_b", "pre_fix", reduce="dpor", until="")
     assert first.failing == 1 and first.first_failure is not None and first.schedules_run < whole.schedules_run
+
+
+def test_a_bound_that_cuts_schedules_off_leaves_the_space_not_covered():
+    bounded = explore("scenario_b", "pre_fix", bound=0)
+    whole = explore("scenario_b", "pre_fix")
+    assert (bounded.exhausted, bounded.space_covered) == (True, False)
+    assert (whole.exhausted, whole.space_covered, whole.total_schedules) == (True, True, 360)
+    assert bounded.schedules_run < whole.schedules_run
