@@ -78,3 +78,10 @@ def test_a_bound_that_cuts_schedules_off_leaves_the_space_not_covered():
     assert (bounded.exhausted, bounded.space_covered) == (True, False)
     assert (whole.exhausted, whole.space_covered, whole.total_schedules) == (True, True, 360)
     assert bounded.schedules_run < whole.schedules_run
+
+
+def test_sampling_stops_at_the_first_failure_it_is_told_to_wait_for():
+    whole = explore("scenario_b", "pre_fix", strategy="random", budget=200)
+    first = explore("scenario_b", "pre_fix", strategy="random", budget=200, until="")
+    assert whole.failing > 1 and first.failing == 1 and first.schedules_run < whole.schedules_run
+    assert first.first_failure is not None and not first.exhausted
