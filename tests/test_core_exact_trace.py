@@ -944,7 +944,7 @@ def test_the_hash_writer_encodes_each_repeated_text_once_and_writes_numbers_bare
     assert sorted(names) == sorted(pool_and_set_names)
 
 
-def test_the_hash_writers_key_memo_starts_again_past_4096_keys(monkeypatch):
+def test_the_hash_writers_key_memo_starts_again_past_4096_keys():
     memo = trace._JsonMemo()
     keys = [(i,) for i in range(4098)]
     for k in keys[:4097]:
