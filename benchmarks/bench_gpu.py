@@ -1,6 +1,7 @@
 """GPU tier copies: simcache's copy path against a plain pinned<->device torch copy of the same size, same run.
 
     .venv/bin/python benchmarks/bench_gpu.py [--mib 256] [--scattered-mib 64] [--repeat 7] [--device cuda]
+                                             [--requests 2000] [--rounds 3]
 
 Backup is device -> pinned host pool, load is pinned host pool -> device, each through ``pools.copy_slots`` on the
 controller's side stream and completed as an ack completes it. Every figure is the median of ``--repeat`` runs
@@ -9,7 +10,10 @@ scatter included), with the host wall time beside it; the raw copy is timed the 
 After the runs each destination is checked slot for slot (it is cleared before every run, so a copy that did
 nothing fails). Rows: consecutive slots (one block, as fresh allocations are) and scattered slots (a random
 permutation: index upload, device gather, host scatter). Each slot here is one int64, so indices weigh as much as
-the data; a real KV slot is kilobytes. Skips cleanly without CUDA.
+the data; a real KV slot is kilobytes. Then the seeded realistic workload of ``benchmarks/bench_cache.py``
+(``--requests``, page size 1, ``followup_fix``, tracing off) runs through ``run_ops`` on the GPU and on the CPU,
+alternating: the report and every pool's contents must be identical, and the table gives both times. Exits 1 when
+any check fails. Skips cleanly without CUDA.
 """
 from __future__ import annotations
 
@@ -24,7 +28,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from simcache.controller import CacheController  # noqa: E402
+from simcache.gpu_check import _no_streams, pool_contents, using_streams  # noqa: E402
+from simcache.ops_run import run_ops  # noqa: E402
 from simcache.pools import Pools, copy_slots  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cache import workload  # noqa: E402  (the same seeded realistic workload as the CPU benchmark)
 
 
 def _timed(stream, fn) -> tuple[float, float]:
@@ -103,6 +112,38 @@ def bench(a) -> tuple[list[str], bool]:
     return rows, ok
 
 
+def _plain(doc: dict, preset: str, device: str) -> tuple[dict, float]:
+    """(the report with every pool's contents, wall seconds) of ``run_ops`` on ``device``, tracing off."""
+    t = time.perf_counter()
+    r = run_ops(doc, preset, device=device)
+    if device != "cpu":
+        torch.cuda.synchronize(torch.device(device))
+    seconds = time.perf_counter() - t
+    return {**{k: v for k, v in r.items() if not k.startswith("_")}, "contents": pool_contents(r["_cache"])}, seconds
+
+
+def workload_rows(a) -> tuple[list[str], bool]:
+    """The realistic workload (benchmarks/bench_cache.py's, page size 1) through ``run_ops`` on the GPU and on the
+    CPU, alternating, median of ``--rounds``: the same report and pool contents, and the time each took."""
+    doc = workload(a.requests, a.seed)
+    n_ops = len(doc["ops"])
+    cpu_s, gpu_s, same = [], [], True
+    for i in range(a.rounds):
+        with using_streams(_no_streams):
+            want, s = _plain(doc, "followup_fix", "cpu")
+        cpu_s.append(s)
+        got, s = _plain(doc, "followup_fix", a.device)
+        gpu_s.append(s)
+        same &= got == want
+        print(f"  round {i + 1}: cpu {cpu_s[-1]:.2f} s, {a.device} {gpu_s[-1]:.2f} s, "
+              f"{'identical' if got == want else 'DIFFERENT'}", flush=True)
+    c, g = statistics.median(cpu_s), statistics.median(gpu_s)
+    return ["| workload | ops | CPU pools (s) | GPU pools (s) | GPU / CPU throughput | report and pool contents |",
+            "|---|---|---|---|---|---|",
+            f"| {a.requests:,} requests, followup_fix, page size 1 | {n_ops:,} | {c:.2f} | {g:.2f} | {c / g:.2f}x | "
+            f"{'identical' if same else 'DIFFERENT'} |"], same
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", type=int, default=256, help="size of the consecutive copies (default 256 MiB)")
@@ -110,10 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=7, help="timed runs per figure; the median is shown")
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs first")
     ap.add_argument("--device", default="cuda", help="the GPU (cuda or cuda:N)")
+    ap.add_argument("--requests", type=int, default=2000,
+                    help="requests in the realistic workload run on the GPU and the CPU (default 2000; 0 skips it)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating workload runs per side; the median is shown")
+    ap.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     a = ap.parse_args(argv)
-    if min(a.mib, a.scattered_mib, a.repeat) < 1 or a.warmup < 0:
-        print("bench_gpu: --mib, --scattered-mib and --repeat must be at least 1, --warmup at least 0",
-              file=sys.stderr)
+    if min(a.mib, a.scattered_mib, a.repeat, a.rounds) < 1 or min(a.warmup, a.requests) < 0:
+        print("bench_gpu: --mib, --scattered-mib, --repeat and --rounds must be at least 1, --warmup and "
+              "--requests at least 0", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("bench_gpu: skipped, no CUDA on this machine")
@@ -121,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_gpu: {torch.cuda.get_device_name(torch.device(a.device))}, torch {torch.__version__}, "
           f"median of {a.repeat} after {a.warmup} warm-up runs")
     rows, ok = bench(a)
-    print("\n".join(rows))
+    print("\n".join(rows), flush=True)
+    if a.requests:
+        print(f"\nthe realistic workload, {a.requests:,} requests, on {a.device} and on the CPU:", flush=True)
+        rows, same = workload_rows(a)
+        print("\n".join(rows))
+        ok &= same
     return 0 if ok else 1
 
 

@@ -30,7 +30,7 @@ from .controller import CacheController
 from .driver import Driver
 from .invariants import check_all
 from .ops_run import run_ops
-from .pools import Pools, kv_fingerprints, mamba_fingerprint
+from .pools import Pools, copy_slots, kv_fingerprints, mamba_fingerprint
 from .scenario import gallery, load
 from .simulate import simulate
 from .streams import POLICIES, CudaStreams, EmulatedStreams
@@ -211,9 +211,34 @@ def probe_scattered_copies(device: str) -> list[str]:
     return problems
 
 
+def probe_repeated_destination_slots(device: str, n: int = 256) -> list[str]:
+    """After a double free one allocation can name a slot twice. A write, a backup and a load naming each of 8
+    slots ``n / 8`` times leave every slot its last writer's value, as on the CPU (CUDA's index writes alone
+    leave the winner undefined; random program 216 of the GPU check met it)."""
+    pools = Pools.create(n, 2, n, 2, device)
+    st = pools.streams
+    side = st.new_stream() if st is not None else None
+    kv, host, repeated = pools.device_kv, pools.host_kv, [i % 8 for i in range(n)]
+    kv.write(list(range(n)), [5000 + i for i in range(n)])
+    backup = copy_slots(kv, list(range(n)), host, repeated, side)  # host slot k <- device slot n - 8 + k
+    kv.write(repeated, list(range(1, n + 1)))  # device slot k <- n - 7 + k
+    load = copy_slots(host, repeated, kv, [8 + s for s in repeated], side)  # device slot 8 + k <- host slot k
+    for copy in (backup, load):
+        if copy is not None:
+            copy.complete()
+    problems: list[str] = []
+    last = [n - 8 + k for k in range(8)]
+    _check(problems, "host KV after a backup naming each slot repeatedly", host.read(range(8)),
+           [5000 + i for i in last])
+    _check(problems, "device KV after a write and a load naming each slot repeatedly", kv.read(range(16)),
+           [i + 1 for i in last] + [5000 + i for i in last])
+    return problems
+
+
 PROBES = {f.__name__.removeprefix("probe_"): f for f in (
     probe_backup_lands_at_ack, probe_two_backups_before_an_ack, probe_load_read_before_its_ack,
-    probe_scheduler_restore_race, probe_freed_slot_reused_during_backup, probe_scattered_copies)}
+    probe_scheduler_restore_race, probe_freed_slot_reused_during_backup, probe_scattered_copies,
+    probe_repeated_destination_slots)}
 
 
 def run_probes(device: str) -> dict[str, list[str]]:

@@ -24,6 +24,10 @@ gather on the device, then a scatter on the host). The orderings that make it eq
 - a host pool's copies complete in order, one staging user at a time (``_wait_for_staging`` before the next);
 - the default stream waits for a load before its next work (the model reads what was loaded), and for a backup
   before it next writes the pool the backup reads (a freed slot is not overwritten while a copy reads it).
+A slot named twice as a destination (possible only after a double free hands it out twice) keeps the value of its
+last writer, on every device: numpy's assignment on the CPU does that, but CUDA's index writes (``index_put_``,
+``index_copy_``) leave which of the repeated writes lands undefined, so the stream path writes each slot once
+(``_last_writes``).
 """
 from __future__ import annotations
 
@@ -184,10 +188,12 @@ class SlotPool:
             if self._np is not None:  # a numpy view: small writes skip torch's per-call cost
                 self._np[list(slots)] = list(values)
                 return
+            slots, values = _last_writes(slots, values)  # a device pool without streams: an index write too
             idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
             self.data[idx] = torch.tensor(list(values), dtype=torch.int64, device=self.device)
             return
         self._wait_for_readers()
+        slots, values = _last_writes(slots, values)
         st.launch(st.default, _put, self.data, st.upload(list(slots), st.default),
                   st.upload(list(values), st.default))
 
@@ -239,6 +245,21 @@ class SlotPool:
             duplicated_in_free_list=tuple(sorted(s for s, k in free_cnt.items() if k > 1)),
             shared=tuple(sorted(s for s, k in refs.items() if k > 1)),
         )
+
+
+def _last_writes(dst_slots, src):
+    """``(dst_slots, src)`` with each destination slot kept once, with its last source: what the CPU's numpy
+    assignment leaves, made explicit for CUDA's index writes, which leave the winner of repeated slots undefined.
+    Slots given as a tensor are taken as they are (only a benchmark passes them, a permutation: none repeats)."""
+    if isinstance(dst_slots, torch.Tensor):
+        return dst_slots, src
+    dst = list(dst_slots)
+    if len(set(dst)) == len(dst):
+        return dst, src
+    src = src.tolist() if isinstance(src, torch.Tensor) else list(src)
+    last = {slot: i for i, slot in enumerate(dst)}  # a later occurrence overwrites an earlier one
+    keep = sorted(last.values())
+    return [dst[i] for i in keep], [src[i] for i in keep]
 
 
 def _put(data: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> None:
@@ -334,10 +355,14 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
         if src._np is not None and dst._np is not None:  # plain CPU pools: numpy views, no torch call
             dst._np[list(dst_slots)] = src._np[list(src_slots)]
             return None
+        dst_slots, src_slots = _last_writes(dst_slots, src_slots)
         s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)
         dst.data[d_idx] = src.data[s_idx].to(dst.device)
         return None
-    n, s_span, d_span = len(src_slots), _span(src_slots), _span(dst_slots)
+    s_span, d_span = _span(src_slots), _span(dst_slots)
+    if not (s_span and d_span):  # scattered: a slot repeated in dst_slots (after a double free) is written once
+        dst_slots, src_slots = _last_writes(dst_slots, src_slots)
+    n = len(src_slots)
     host = dst if dst.host else src
     if s_span and d_span:  # one block each way: one copy between the pinned host pool and the device
         host._wait_for_staging()  # earlier copies of this host pool complete first (their scatters, in order)

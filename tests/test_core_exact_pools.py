@@ -14,6 +14,7 @@ from simcache.pools import (
     SlotPool,
     _cpu_index,
     _index,
+    _last_writes,
     _on,
     _span,
     copy_slots,
@@ -320,6 +321,83 @@ def test_without_a_stream_a_copy_on_streamed_pools_is_done_at_once():
     assert copy_slots(host, [1], dev, [3]) is None  # no stream given
     assert dev.data.tolist() == [0, 0, 0, 5] and host.inflight == [] and dev.readers == []
     assert copy_slots(dev, [], host, [], side) is None and host.inflight == []
+
+
+@pytest.mark.parametrize("dst, src, want", [
+    ([7, 8, 6, 7], [1, 2, 3, 4], ([8, 6, 7], [2, 3, 4])),  # the first 7 is overwritten by the last
+    ([5, 5, 5], torch.tensor([1, 2, 3]), ([5], [3])),
+    ([2, 9, 2, 9, 4], range(10, 15), ([2, 9, 4], [12, 13, 14])),
+    ((3, 1, 2), [4, 5, 6], ([3, 1, 2], [4, 5, 6])),  # no slot repeats: the same slots, as a list
+])
+def test_each_repeated_destination_slot_is_kept_once_with_its_last_source(dst, src, want):
+    got_dst, got_src = _last_writes(dst, src)
+    assert (got_dst, list(got_src)) == want and type(got_dst) is list
+
+
+def test_destination_slots_given_as_a_tensor_are_taken_as_they_are():
+    dst, src = torch.tensor([1, 1]), [5, 6]
+    assert _last_writes(dst, src) == (dst, src)
+
+
+def _index_writes(st):
+    """Every index write (``_put``, ``_scatter``) run on ``st``: (function name, destination slots), read when the
+    work runs (an uploaded index holds its values only from then on)."""
+    seen, launch = [], st.launch
+
+    def spy(stream, fn, *args, host_out=None):
+        if fn.__name__ in ("_put", "_scatter"):
+            def run(data, idx, values, fn=fn):
+                seen.append((fn.__name__, idx.tolist()))
+                return fn(data, idx, values)
+            return launch(stream, run, *args, host_out=host_out)
+        return launch(stream, fn, *args, host_out=host_out)
+
+    st.launch = spy
+    return seen
+
+
+def test_under_streams_a_repeated_destination_slot_is_written_once_by_its_last_writer():
+    # after a double free, one allocation can name a slot twice; CUDA leaves which repeated write lands undefined
+    st, pools, dev, host, side = emulated_pools()
+    seen = _index_writes(st)
+    dev.write([1, 2, 1], [10, 20, 30])
+    assert dev.read([0, 1, 2, 3]) == [0, 30, 20, 0] and seen == [("_put", [2, 1])]
+    host.write([0, 1, 2, 3], [40, 41, 42, 43])
+    load = copy_slots(host, [3, 0, 2], dev, [0, 3, 0], side)  # a load into slot 0 twice
+    assert load.staged.tolist() == [40, 42]
+    assert dev.read([0, 1, 2, 3]) == [42, 30, 20, 40] and seen[1:] == [("_scatter", [3, 0])]
+    backup = copy_slots(dev, [1, 2, 3], host, [2, 1, 2], side)  # a backup into host slot 2 twice
+    assert backup.host_idx.tolist() == [1, 2] and len(seen) == 2
+    backup.complete()
+    assert host.read([0, 1, 2, 3]) == [40, 20, 40, 43]
+
+
+def test_a_double_free_program_writes_each_slot_once_and_equals_the_plain_cpu():
+    # random program 216 (pre_fix): a double free hands device slot 7 out twice in one allocation; on a GPU its
+    # two writes raced and the pool contents differed from the CPU's (seen on an H200 by scripts/gpu_check.sh)
+    from simcache.gpu_check import _no_streams, pool_contents, random_program, using_streams
+    from simcache.ops_run import run_ops
+
+    doc = random_program(216)
+    with using_streams(_no_streams):
+        want = run_ops(doc, "pre_fix")
+    repeated = []
+
+    def emulated(device):
+        st = EmulatedStreams("lazy")
+        seen = _index_writes(st)
+        repeated.append(seen)
+        return st
+
+    with using_streams(emulated):
+        got = run_ops(doc, "pre_fix")
+    assert want["double_frees"] == [{"pool": "device_kv", "slots": [6, 7, 8],
+                                     "chain": ["_evict_to_host", "_evict_device_leaf", "evict"]}]
+    assert pool_contents(got["_cache"]) == pool_contents(want["_cache"])  # reading runs every pending write
+    writes = [w for seen in repeated for w in seen]
+    assert len(repeated) == 1 and len(writes) > 0 and all(len(set(slots)) == len(slots) for _, slots in writes)
+    assert ("_put", [8, 6, 7]) in writes  # the allocation [7, 8, 6, 7]: the first 7's write is overwritten anyway
+    assert {k: v for k, v in got.items() if k[0] != "_"} == {k: v for k, v in want.items() if k[0] != "_"}
 
 
 def test_pools_are_made_on_the_device_named_with_pinning_only_on_a_gpu():

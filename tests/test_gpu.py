@@ -11,10 +11,11 @@ import torch
 from simcache.cache import HiMambaRadixCache
 from simcache.config import CacheConfig
 from simcache.driver import Driver
+from simcache.errors import ConfigError
 from simcache.gpu_check import PROBES, DelayedCudaStreams, compare_gallery, compare_programs, run_probes, using_streams
 from simcache.invariants import check_all
-from simcache.pools import PendingCopy, kv_fingerprints, mamba_fingerprint
-from simcache.streams import CudaStreams
+from simcache.pools import PendingCopy, Pools, copy_slots, kv_fingerprints, mamba_fingerprint
+from simcache.streams import CudaStreams, resolve_device
 from simcache.versions import preset
 
 pytestmark = [pytest.mark.gpu,
@@ -53,6 +54,32 @@ def test_the_side_stream_is_made_on_the_pools_gpu_not_the_current_one():
         cache.check_hicache_events()
         node = cache.root_node.children[1]
         assert cache.pools.host_kv.read(node.host_value) == kv_fingerprints([1, 2, 3, 4])
+
+
+def test_cuda_names_the_current_gpu_by_its_index_and_one_past_the_last_gpu_is_refused_with_the_range():
+    n, current = torch.cuda.device_count(), torch.cuda.current_device()
+    assert resolve_device("cuda") == torch.device("cuda", current) and resolve_device("cuda").index == current
+    assert resolve_device(f"CUDA:{n - 1}") == torch.device("cuda", n - 1)
+    with pytest.raises(ConfigError) as e:
+        resolve_device(f"cuda:{n}")
+    assert str(e.value) == (f"device 'cuda:{n}' does not exist: this machine has {n} GPU(s), "
+                            f"cuda:0 to cuda:{n - 1}")
+
+
+def test_slots_given_as_tensors_copy_both_ways_and_uploads_are_int64_on_the_gpu():
+    pools = Pools.create(8, 1, 8, 1, "cuda")
+    st, dev, host = pools.streams, pools.device_kv, pools.host_kv
+    side = st.new_stream()
+    for values in ([5, 6, 7], torch.tensor([5, 6, 7]), torch.tensor([5, 6, 7]).pin_memory()):
+        up = st.upload(values, st.default)
+        assert up.device == dev.data.device and up.dtype == torch.int64 and up.tolist() == [5, 6, 7]
+    dev.write(list(range(8)), [10 + i for i in range(8)])
+    scattered, into = torch.tensor([6, 1, 4]), torch.tensor([2, 7, 0]).pin_memory()  # one pinned, one not
+    copy_slots(dev, scattered, host, into, side).complete()
+    assert host.read(range(8)) == [14, 0, 16, 0, 0, 0, 0, 11]
+    dev.write([1, 4, 6], [0, 0, 0])
+    copy_slots(host, into.clone(), dev, scattered.pin_memory(), side).complete()  # back where they came from
+    assert dev.read(range(8)) == [10 + i for i in range(8)]
 
 
 def test_backup_copies_on_a_side_stream_and_the_ack_completes_it():

@@ -182,19 +182,20 @@ def test_the_emulation_really_defers_a_caches_copies_until_something_needs_them(
 
 
 # --- each synchronisation is needed: remove it, and these probes fail (lazy / eager_default) ---
-BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED = PROBES
+BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED, REPEATED = PROBES
 MUTATIONS = {  # what is removed: (where, the no-op), the failing probes under lazy, under eager_default
     # the host scatters a backup's staging buffer without waiting for its event (bug 1)
     "host_waits_for_event": ((pools_module, "_host_waits_for", lambda st, event: None),
-                             {BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED}, {BACKUP, TWO, LOAD, RESTORE, SCATTERED}),
+                             {BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED, REPEATED},
+                             {BACKUP, TWO, LOAD, RESTORE, SCATTERED}),
     # a host read or write does not complete the pool's pending copies first (bug 1)
     "flush_before_host_access": ((pools_module.SlotPool, "flush", lambda self: None), {BACKUP}, {BACKUP}),
     # index tensors made on the default stream and dropped while the side stream still reads them (bug 2)
     "index_tensors_on_side_stream": ((pools_module, "_index_stream", lambda st, stream: st.default),
-                                     {SCATTERED}, set()),
+                                     {SCATTERED, REPEATED}, set()),
     # the side stream does not wait for the model's writes before copying
     "side_waits_for_default": ((pools_module, "_side_waits_for_default", lambda st, stream: None),
-                               {BACKUP, TWO, LOAD, RESTORE, REUSE}, set()),
+                               {BACKUP, TWO, LOAD, RESTORE, REUSE, REPEATED}, set()),
     # the default stream does not wait for a load (bug 3: device reads before the ack, the restore race)
     "default_waits_for_load": ((pools_module, "_default_waits_for_load", lambda st, event: None),
                                {LOAD, RESTORE, SCATTERED}, {LOAD, RESTORE, SCATTERED}),
@@ -203,7 +204,7 @@ MUTATIONS = {  # what is removed: (where, the no-op), the failing probes under l
                                   {REUSE}, {REUSE}),
     # a copy reuses the host pool's staging buffer while an earlier copy still uses it
     "copies_complete_in_order": ((pools_module.SlotPool, "_wait_for_staging", lambda self: None),
-                                 {SCATTERED}, {SCATTERED}),
+                                 {SCATTERED}, {SCATTERED, REPEATED}),
 }
 
 
@@ -232,9 +233,11 @@ def test_gpu_check_and_the_gpu_benchmark_skip_cleanly_without_cuda(capsys):
     assert gpu_check_main([]) == 0 and bench.main([]) == 0
     assert capsys.readouterr().out == ("gpu_check: skipped, no CUDA on this machine (try --emulated lazy for the "
                                        "CPU emulation)\nbench_gpu: skipped, no CUDA on this machine\n")
-    assert bench.main(["--mib", "0"]) == 2
-    assert capsys.readouterr().err == ("bench_gpu: --mib, --scattered-mib and --repeat must be at least 1, --warmup "
-                                       "at least 0\n")
+    refusal = ("bench_gpu: --mib, --scattered-mib, --repeat and --rounds must be at least 1, --warmup and "
+               "--requests at least 0\n")
+    for bad in (["--mib", "0"], ["--rounds", "0"], ["--requests", "-1"], ["--warmup", "-1"]):
+        assert bench.main(bad) == 2
+        assert capsys.readouterr() == ("", refusal)
 
 
 def test_gpu_check_runs_its_probes_and_programs_under_the_emulation(capsys):
