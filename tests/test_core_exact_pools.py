@@ -332,6 +332,7 @@ def test_without_a_stream_a_copy_on_streamed_pools_is_done_at_once():
 def test_each_repeated_destination_slot_is_kept_once_with_its_last_source(dst, src, want):
     got_dst, got_src = _last_writes(dst, src)
     assert (got_dst, list(got_src)) == want and type(got_dst) is list
+    assert all(type(v) is int for v in got_src)  # plain ints, also from a tensor of sources
 
 
 def test_destination_slots_given_as_a_tensor_are_taken_as_they_are():

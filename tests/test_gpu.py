@@ -82,6 +82,25 @@ def test_slots_given_as_tensors_copy_both_ways_and_uploads_are_int64_on_the_gpu(
     assert dev.read(range(8)) == [10 + i for i in range(8)]
 
 
+def test_without_streams_gpu_pools_write_read_and_copy_at_once():
+    with using_streams(lambda device: None):  # the plain path: every copy done on return
+        pools = Pools.create(8, 1, 8, 1, "cuda")
+    dev, host = pools.device_kv, pools.host_kv
+    assert pools.streams is None and dev.data.is_cuda and host.data.is_pinned()
+    dev.write([3, 5, 3], [7, 8, 9])  # slot 3 named twice: the last write wins
+    assert dev.read([3, 5, 0]) == [9, 8, 0]
+    assert copy_slots(dev, [5, 3], host, [1, 6]) is None and host.read(range(8)) == [0, 8, 0, 0, 0, 0, 9, 0]
+    assert copy_slots(host, [6, 1], dev, [0, 7]) is None and dev.read(range(8)) == [9, 0, 0, 9, 0, 8, 0, 8]
+
+
+def test_with_streams_but_no_stream_given_a_gpu_copy_is_done_at_once():
+    pools = Pools.create(8, 1, 8, 1, "cuda")
+    dev, host = pools.device_kv, pools.host_kv
+    host.write([1, 2], [4, 6])
+    assert copy_slots(host, [2, 1], dev, [3, 0]) is None and dev.read(range(4)) == [4, 0, 0, 6]
+    assert copy_slots(dev, [3], host, [7]) is None and host.read([7]) == [6] and host.inflight == []
+
+
 def test_backup_copies_on_a_side_stream_and_the_ack_completes_it():
     cache, drv = make(auto_complete=False)
     drv.finish(drv.start([1, 2, 3, 4]))
