@@ -2,8 +2,14 @@
 (compared as whole results: the same search called directly, or the result another value gives)."""
 from __future__ import annotations
 
+import inspect
+from collections import Counter
+
 import pytest
 
+from simcache.explore import search, workers
+from simcache.explore.machine import Machine
+from simcache.explore.results import Tally, count_preemptions
 from simcache.explore.search import ExploreError, explore
 
 
@@ -85,3 +91,111 @@ def test_sampling_stops_at_the_first_failure_it_is_told_to_wait_for():
     first = explore("scenario_b", "pre_fix", strategy="random", budget=200, until="")
     assert whole.failing > 1 and first.failing == 1 and first.schedules_run < whole.schedules_run
     assert first.first_failure is not None and not first.exhausted
+
+
+# --- exhaustive itself: its defaults, its process pool, progress, run order, how each mode gets its states ---
+def _plan(scenario: str, preset: str = "pre_fix"):
+    from simcache.explore.machine import plan_for
+    from simcache.scenario import load
+    from simcache.simulate import resolve_flags
+
+    return plan_for(load(scenario), resolve_flags(load(scenario), preset, None)[1])
+
+
+def _record_runs(monkeypatch) -> list[tuple[int, ...]]:
+    """Each run's turns (actor indices, up to a crash), in the order the search tallies them."""
+    runs, add = [], Tally.add
+
+    def spy(self, out):
+        runs.append(out[0])
+        return add(self, out)
+
+    monkeypatch.setattr(Tally, "add", spy)
+    return runs
+
+
+def test_exhaustive_defaults_to_pruning_one_process_keep_mode_and_fewest_preemptions_first():
+    params = inspect.signature(search.exhaustive).parameters
+    assert {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty} == dict(
+        bound=None, budget=None, prune=True, jobs=1, mode="keep", until=None, iterative=True, progress=None)
+
+
+def test_a_process_pool_is_made_only_for_more_than_one_job_and_its_pending_work_is_cancelled(monkeypatch):
+    made, real = [], workers.make_pool
+
+    def spy(jobs, plan):
+        pool, shutdown = real(jobs, plan), None
+        made.append((jobs, plan.name))
+        shutdown = pool.shutdown
+
+        def closing(*args, **kwargs):
+            made.append(("shutdown", args, kwargs))
+            return shutdown(*args, **kwargs)
+
+        pool.shutdown = closing
+        return pool
+
+    monkeypatch.setattr(workers, "make_pool", spy)
+    plan = _plan("scenario_b")
+    one = search.exhaustive(plan, "pre_fix", bound=1, jobs=1)
+    assert made == []
+    two = search.exhaustive(plan, "pre_fix", bound=1, jobs=2)
+    assert made == [(2, "scenario_b"), ("shutdown", (), {"cancel_futures": True})]
+    assert two == one and two.schedules_run == 75
+
+
+def test_progress_reports_runs_failures_level_and_pruned_after_each_round_ending_at_the_result():
+    seen = []
+    r = search.exhaustive(_plan("scenario_b"), "pre_fix", bound=1, progress=seen.append)
+    assert len(seen) > 2 and all(type(p) is dict and set(p) == {"runs", "failing", "level", "pruned"} for p in seen)
+    levels, runs = [p["level"] for p in seen], [p["runs"] for p in seen]
+    assert levels == sorted(levels) and (levels[0], levels[-1]) == (0, 1) and runs == sorted(runs)
+    assert (seen[-1]["runs"], seen[-1]["failing"], seen[-1]["pruned"]) == (r.schedules_run, r.failing, r.pruned)
+    assert r.pruned > 1 and [p["pruned"] for p in seen] == sorted(p["pruned"] for p in seen)
+
+
+@pytest.mark.parametrize("scenario, bound", [("scenario_b", 2), ("nonleaf_prefetch", None), ("scenario_c", 1)])
+def test_runs_come_fewest_preemptions_first_and_no_schedule_runs_twice(monkeypatch, scenario, bound):
+    runs = _record_runs(monkeypatch)
+    plan = _plan(scenario)
+    r = search.exhaustive(plan, "pre_fix", bound=bound)
+    lengths = dict(zip(plan.actors, plan.lengths, strict=True))
+    turns = [[plan.actors[i] for i in idx] for idx in runs]
+    # a run ends when its prefix, expanded at the level of its preemptions, gets its last turn (a last turn that
+    # preempts makes a run of the next level, tallied at once: nothing is left to queue)
+    levels = [count_preemptions(t[:-1], lengths) for t in turns]
+    assert levels == sorted(levels) and len(set(levels)) > 1
+    assert bound is None or max(count_preemptions(t, lengths) for t in turns) <= bound
+    assert len(set(runs)) == len(runs) == r.schedules_run
+    failing = [idx for idx in runs if len(idx) < plan.total]  # a crash ends a run early
+    assert r.first_failure.schedule == r.failing_schedules[0] and len(failing) <= r.failing
+
+
+@pytest.mark.parametrize("mode", search.MODES)
+def test_each_mode_gets_its_states_as_documented(monkeypatch, mode):
+    # keep: the root replayed once, each child a clone but the last (which takes its parent's machine); fork: each
+    # parent replayed once and cloned likewise; replay: every child replayed from scratch, nothing cloned
+    counts, children = Counter(), []
+    replay, clone, expand = Machine.replay.__func__, Machine.clone, search._expand
+
+    def counted_replay(cls, plan, turns):
+        counts["replay"] += 1
+        return replay(cls, plan, turns)
+
+    def counted_clone(self):
+        counts["clone"] += 1
+        return clone(self)
+
+    def counted_expand(*args):
+        out = expand(*args)
+        children.append(len(out[0]))
+        return out
+
+    monkeypatch.setattr(Machine, "replay", classmethod(counted_replay))
+    monkeypatch.setattr(Machine, "clone", counted_clone)
+    monkeypatch.setattr(search, "_expand", counted_expand)
+    r = search.exhaustive(_plan("scenario_b"), "pre_fix", bound=1, mode=mode)
+    assert r.schedules_run == 75 and len(children) > 10 and max(children) > 1
+    shared = sum(n - 1 for n in children if n)
+    assert dict(counts) == {"keep": {"replay": 1, "clone": shared}, "fork": {"replay": len(children), "clone": shared},
+                            "replay": {"replay": sum(children)}}[mode]
