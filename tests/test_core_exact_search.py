@@ -199,3 +199,25 @@ def test_each_mode_gets_its_states_as_documented(monkeypatch, mode):
     shared = sum(n - 1 for n in children if n)
     assert dict(counts) == {"keep": {"replay": 1, "clone": shared}, "fork": {"replay": len(children), "clone": shared},
                             "replay": {"replay": sum(children)}}[mode]
+
+
+def test_a_worker_expands_a_prefix_by_forking_from_its_own_plan_with_its_own_damage_memo(monkeypatch):
+    # what each pool process runs (in a worker, so only a direct call shows it to the tests' tracing)
+    plan, memo = _plan("scenario_b"), {}
+    monkeypatch.setattr(workers, "PLAN", plan)
+    monkeypatch.setattr(workers, "DAMAGE", memo)
+
+    def plain(children):  # (actor, preemptions, state key, the run's turns, end and damage, machine)
+        return [(i, pre, key, out and (out[0], out[2], out[3]), m) for i, pre, key, out, m in children]
+
+    a_done = (0,), (1, 0, 0, 0, 0), 0  # A has run its one operation: every other actor is free
+    mem_half = (2,), (0, 0, 1, 0, 0), 2  # mem has one of its two left: only mem is free at bound 0
+    for (idx, pos, cur), bound, turns, cut in ((a_done, 0, [1, 2, 3, 4], False), (mem_half, 0, [2], True)):
+        got = search._expand_remote((search._Item(idx, pos, cur, 0), bound))
+        want = search._expand(plan, search._Item(idx, pos, cur, 0), bound, "fork", {})
+        assert (plain(got[0]), got[1]) == (plain(want[0]), want[1])
+        assert [c[:2] for c in got[0]] == [(i, 0) for i in turns] and got[1] is cut
+        assert all(c[4] is None for c in got[0])  # fork keeps no machine
+    ends = [c[3] for c in search._expand_remote((search._Item(*a_done, 0), 0))[0] if c[3] is not None]
+    assert [out[0] for out in ends] == [(0, 2), (0, 4)]  # two runs end here (A then mem, A then mem2 crash) ...
+    assert sorted(memo) == sorted(out[2] for out in ends)  # ... and the worker's own memo holds their ends
