@@ -97,14 +97,14 @@ def main(argv=None) -> int:
     if args.jobs < 1 or args.mutant_timeout < 0 or args.budget < 0:
         print("--jobs must be at least 1, and --mutant-timeout and --budget not negative", file=sys.stderr)
         return 2
-    if importlib.util.find_spec("mutmut") is None:
-        print("mutmut is not importable here (its trampolines import it); pip install mutmut, or put a copy of "
-              "its package on PYTHONPATH", file=sys.stderr)
-        return 2
     import torch
     if not torch.cuda.is_available() and not args.without_cuda:
         print("this machine has no CUDA, so the mutants' CUDA code would not run; run this on a GPU machine "
               "(or pass --without-cuda to try the script)", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("mutmut") is None:
+        print("mutmut is not importable here (its trampolines import it); pip install mutmut, or put a copy of "
+              "its package on PYTHONPATH", file=sys.stderr)
         return 2
     tests = ["tests/test_gpu.py", *MODULES[args.module]]
     saved = Path(args.kept) / "mutation-status.json"
