@@ -102,12 +102,15 @@ def _plan(scenario: str, preset: str = "pre_fix"):
     return plan_for(load(scenario), resolve_flags(load(scenario), preset, None)[1])
 
 
-def _record_runs(monkeypatch) -> list[tuple[int, ...]]:
-    """Each run's turns (actor indices, up to a crash), in the order the search tallies them."""
+def _record_runs(monkeypatch, crashed: list | None = None) -> list[tuple[int, ...]]:
+    """Each run's turns (actor indices, up to a crash), in the order the search tallies them; ``crashed`` gets
+    whether each run crashed."""
     runs, add = [], Tally.add
 
     def spy(self, out):
         runs.append(out[0])
+        if crashed is not None:
+            crashed.append(out[1] is not None)
         return add(self, out)
 
     monkeypatch.setattr(Tally, "add", spy)
@@ -156,7 +159,8 @@ def test_progress_reports_runs_failures_level_and_pruned_after_each_round_ending
 
 @pytest.mark.parametrize("scenario, bound", [("scenario_b", 2), ("nonleaf_prefetch", None), ("scenario_c", 1)])
 def test_runs_come_fewest_preemptions_first_and_no_schedule_runs_twice(monkeypatch, scenario, bound):
-    runs = _record_runs(monkeypatch)
+    crashed = []
+    runs = _record_runs(monkeypatch, crashed)
     plan = _plan(scenario)
     r = search.exhaustive(plan, "pre_fix", bound=bound)
     lengths = dict(zip(plan.actors, plan.lengths, strict=True))
@@ -167,8 +171,9 @@ def test_runs_come_fewest_preemptions_first_and_no_schedule_runs_twice(monkeypat
     assert levels == sorted(levels) and len(set(levels)) > 1
     assert bound is None or max(count_preemptions(t, lengths) for t in turns) <= bound
     assert len(set(runs)) == len(runs) == r.schedules_run
-    failing = [idx for idx in runs if len(idx) < plan.total]  # a crash ends a run early
-    assert r.first_failure.schedule == r.failing_schedules[0] and len(failing) <= r.failing
+    failing = [(count_preemptions(t, lengths), len(t)) for t, c in zip(turns, crashed, strict=True) if c]
+    assert len(failing) == r.failing > 0
+    assert (r.first_failure.preemptions, r.first_failure.steps) == min(failing)  # the simplest failure found
 
 
 @pytest.mark.parametrize("mode", search.MODES)
@@ -221,3 +226,73 @@ def test_a_worker_expands_a_prefix_by_forking_from_its_own_plan_with_its_own_dam
     ends = [c[3] for c in search._expand_remote((search._Item(*a_done, 0), 0))[0] if c[3] is not None]
     assert [out[0] for out in ends] == [(0, 2), (0, 4)]  # two runs end here (A then mem, A then mem2 crash) ...
     assert sorted(memo) == sorted(out[2] for out in ends)  # ... and the worker's own memo holds their ends
+
+
+TWO_WAYS = """
+name: two_ways
+title: the same crash with one preemption in two steps, or with none in four
+description: scenario_d's injected state; b's eviction after a's host eviction asserts
+config: {policy: write_through, storage: false, device_kv: 32, device_mamba: 8, host_kv: 8, host_mamba: 8}
+initial:
+  - {key: [1, 2], parent: null, host: true}
+  - {key: [3], parent: 0, device: true, mamba: true}
+actors:
+  a: ["evict_host 2", "events", "events"]
+  b: ["evict 1"]
+schedule: a*3 b
+"""
+
+
+def test_the_reported_failure_has_the_fewest_preemptions_even_when_one_with_more_was_found_first(tmp_path):
+    # at level 0 a prefix's last turn may preempt (a b: switching away from a with a left) and crash; that run is
+    # tallied at once, before the level's own a*3 b, but a*3 b is the simpler failure: no preemption
+    from simcache.explore.machine import plan_for
+    from simcache.scenario import load
+    from simcache.simulate import resolve_flags
+
+    path = tmp_path / "two_ways.yaml"
+    path.write_text(TWO_WAYS)
+    sc = load(str(path))
+    plan = plan_for(sc, resolve_flags(sc, "pre_fix", None)[1])
+    for bound in (1, None):
+        r = search.exhaustive(plan, "pre_fix", bound=bound)
+        assert (r.schedules_run, r.failing_schedules) == (4, ("a b", "a*2 b", "a*3 b"))
+        assert (r.first_failure.schedule, r.first_failure.preemptions, r.first_failure.steps) == ("a*3 b", 0, 4)
+    asked = search.exhaustive(plan, "pre_fix", bound=1, until="")  # stopping at the first failure: that one
+    assert (asked.schedules_run, asked.first_failure.schedule, asked.exhausted) == (1, "a b", False)
+    assert search.exhaustive(plan, "pre_fix", bound=0).first_failure.schedule == "a*3 b"
+
+
+@pytest.mark.parametrize("scenario", ["scenario_b", "scenario_c"])
+def test_each_child_whose_state_was_reached_before_is_pruned_once(monkeypatch, scenario):
+    # at bound 0 nothing is queued for a later level: every child that is not a whole run is either pruned or
+    # expanded itself (the root is nobody's child)
+    expansions, expand = [], search._expand
+
+    def counted_expand(*args):
+        out = expand(*args)
+        expansions.append(sum(child[3] is None for child in out[0]))  # children that are not whole runs
+        return out
+
+    monkeypatch.setattr(search, "_expand", counted_expand)
+    r = search.exhaustive(_plan(scenario), "pre_fix", bound=0)
+    assert r.exhausted and r.pruned > 2
+    assert r.pruned == sum(expansions) - (len(expansions) - 1)
+    monkeypatch.setattr(search, "_expand", expand)
+    assert search.exhaustive(_plan(scenario), "pre_fix", bound=0, prune=False).pruned == 0
+
+
+def test_inside_a_level_the_search_goes_depth_first_in_rounds_of_batch_prefixes(monkeypatch):
+    # the first whole run comes after at most one round per operation (not after a whole layer of prefixes, as
+    # breadth-first would), so the stack stays small
+    calls, expand = [], search._expand
+
+    def counted_expand(*args):
+        calls.append(len(args[1].idx))
+        return expand(*args)
+
+    monkeypatch.setattr(search, "_expand", counted_expand)
+    plan = _plan("crash_pr")
+    r = search.exhaustive(plan, "pre_fix", bound=1, budget=1)
+    assert r.schedules_run == 1 and not r.exhausted
+    assert len(calls) <= search.BATCH * plan.total and max(calls) == plan.total - 1

@@ -113,4 +113,4 @@ def dpor(plan: Plan, preset: str, budget: int | None = None, until: str | None =
         popped += 1
         if progress is not None and popped % 64 == 0:
             progress(dict(runs=tally.runs, failing=tally.failing, pruned=pruned))
-    return tally.result("exhaustive", preset, None, None, pruned, not stopped, not stopped, started, False)
+    return tally.result("exhaustive", preset, None, None, pruned, not stopped, not stopped, started)

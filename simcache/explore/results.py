@@ -49,7 +49,7 @@ class ExploreResult:
     failing: int
     failing_schedules: tuple[str, ...]
     outcomes: tuple[tuple[str, int], ...]  # signature -> schedules run with it, sorted
-    first_failure: Failure | None  # exhaustive: the first found (fewest preemptions); else the fewest preemptions
+    first_failure: Failure | None  # fewest preemptions, then steps, switches, schedule; with until: the one asked for
     first_by_signature: tuple[tuple[str, Failure], ...]  # each failing signature -> the first run that showed it
     damage: tuple[tuple[str, str], ...]  # "leaked:host_kv" -> the first schedule whose end state has it
     pruned: int
@@ -116,7 +116,6 @@ class Tally:
         self.outcomes: Counter = Counter()
         self.ends: set[bytes] = set()
         self.failing_schedules: list[str] = []
-        self.first: Failure | None = None
         self.best: Failure | None = None
         self._best_rank: tuple = ()
         self.damage: dict[str, str] = {}
@@ -149,16 +148,14 @@ class Tally:
         rank = (self.until is not None and self.until not in sig, f.preemptions, f.steps, f.switches, f.schedule)
         if self.best is None or rank < self._best_rank:
             self.best, self._best_rank = f, rank
-        if self.until is not None and self.until in sig and not self.found:
-            self.found, self.first = True, f  # the failure asked for outranks an earlier other one
-        elif self.first is None:
-            self.first = f
+        if self.until is not None and self.until in sig:
+            self.found = True  # the failure asked for: it outranks every other one (its rank's first field)
 
     def result(self, strategy: str, preset: str, bound, seed, pruned: int, exhausted: bool, covered: bool,
-               started: float, first: bool) -> ExploreResult:
+               started: float) -> ExploreResult:
         return ExploreResult(
             self.plan.name, preset, strategy, bound, seed, self.budget, self.runs, len(self.ends), self.failing,
-            tuple(self.failing_schedules), tuple(sorted(self.outcomes.items())), self.first if first else self.best,
+            tuple(self.failing_schedules), tuple(sorted(self.outcomes.items())), self.best,
             tuple(sorted(self.by_signature.items())), tuple(sorted(self.damage.items())), pruned, exhausted, covered,
             count_schedules(self.plan.lengths), time.perf_counter() - started)
 

@@ -83,5 +83,4 @@ def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, dept
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     covered = len(set(draws)) == count_schedules(plan.lengths)
-    return tally.result(strategy, preset, depth if strategy == "pct" else None, seed, 0, covered, covered,
-                        started, False)
+    return tally.result(strategy, preset, depth if strategy == "pct" else None, seed, 0, covered, covered, started)

@@ -166,7 +166,7 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return tally.result("exhaustive", preset, bound, None, pruned, not stopped, not (cut or stopped), started, True)
+    return tally.result("exhaustive", preset, bound, None, pruned, not stopped, not (cut or stopped), started)
 
 
 def explore(scenario, preset: str | None = None, flags: dict | None = None, strategy: str = "exhaustive",
