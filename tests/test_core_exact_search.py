@@ -296,3 +296,17 @@ def test_inside_a_level_the_search_goes_depth_first_in_rounds_of_batch_prefixes(
     r = search.exhaustive(plan, "pre_fix", bound=1, budget=1)
     assert r.schedules_run == 1 and not r.exhausted
     assert len(calls) <= search.BATCH * plan.total and max(calls) == plan.total - 1
+
+
+def test_explore_hands_jobs_and_the_mode_to_the_search_it_picks(monkeypatch):
+    made, real = [], workers.make_pool
+    monkeypatch.setattr(workers, "make_pool", lambda jobs, plan: made.append(jobs) or real(jobs, plan))
+    serial = explore("scenario_b", "pre_fix", bound=1)
+    assert explore("scenario_b", "pre_fix", bound=1, jobs=2) == serial and made == [2]
+    drawn = explore("scenario_b", "pre_fix", strategy="random", budget=40)
+    assert explore("scenario_b", "pre_fix", strategy="random", budget=40, jobs=3) == drawn and made == [2, 3]
+    replays, replay = [], Machine.replay.__func__
+    monkeypatch.setattr(Machine, "replay", classmethod(lambda cls, plan, turns: replays.append(1) or
+                                                       replay(cls, plan, turns)))
+    assert explore("scenario_b", "pre_fix", bound=1, mode="replay") == serial
+    assert len(replays) > serial.schedules_run  # every child replayed, not one machine kept and cloned
