@@ -93,3 +93,101 @@ def test_dpor_is_an_explorer_option_with_clear_refusals(capsys):
         explore("scenario_a", reduce="por")
     with pytest.raises(SimcacheError, match="drop --jobs"):
         explore("scenario_a", reduce="dpor", jobs=2)
+
+
+PROBE_OPS = [{"op": "l3_ack"}, {"op": "finish_oldest"}, {"op": "finish"}, {"op": "finish", "rid": "nobody"},
+             {"op": "prefetch", "tokens": [1, 2, 3]}, {"op": "prefetch_done", "n": 2, "mamba_hit": True},
+             {"op": "write_ack"}, {"op": "write_ack", "n": 0}, {"op": "write_ack", "n": 2}, {"op": "load_ack"},
+             {"op": "load_ack", "n": -1}, {"op": "load_ack", "n": 3}]
+OTHER_OPS = [{"op": "evict", "n": 1}, {"op": "evict_host", "n": 1}, {"op": "events"},
+             {"op": "request", "tokens": [1, 2]}]
+
+
+def _random_program_states(programs: int):
+    """(cache, driver) after each operation of random programs (live requests, manual acks, storage, prefetches:
+    the states the gallery's short scenarios rarely leave behind)."""
+    from types import SimpleNamespace
+
+    from simcache.cache import HiMambaRadixCache
+    from simcache.driver import Driver
+    from simcache.gpu_check import random_program
+    from simcache.ops_run import build_config, check_doc
+
+    for seed in range(programs):
+        cfg, ops = check_doc(random_program(seed))
+        cache = HiMambaRadixCache(build_config(cfg, preset("followup_fix"), "cpu"))
+        drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
+        for index, op in enumerate(ops):
+            if drv.step(op, index) == "x":
+                break
+            yield SimpleNamespace(cache=cache, driver=drv)
+
+
+def test_inert_is_exactly_being_turned_away_for_each_kind_it_knows_and_never_for_the_others():
+    """The converse of the test above, for the seven kinds ``inert`` reads: where ``Driver.step`` turns one away
+    (status ``-``), ``inert`` says so; every other kind is never inert (its footprint is the whole state). Each
+    probe runs on a copy of the states after every operation of 40 random programs, and every kind is seen both
+    turned away and not."""
+    from simcache.explore.fastcopy import fast_copy
+
+    outcomes = {}
+    for m in _random_program_states(40):
+        for op in PROBE_OPS + [{"op": "finish", "rid": rid} for rid in m.driver.live]:
+            memo: dict = {}
+            cache, drv = fast_copy(m.cache, memo), fast_copy(m.driver, memo)
+            try:
+                away = drv.step(op, 0) == "-"
+            except Exception:  # noqa: BLE001 -- the simulated cache raised: it was not turned away
+                away = False
+            assert inert(op, m) is away, op
+            outcomes.setdefault(op["op"], set()).add(away)
+            assert cache is drv.cache
+        for op in OTHER_OPS:
+            assert inert(op, m) is False
+    assert outcomes == {kind: {True, False} for kind in ("l3_ack", "finish_oldest", "finish", "prefetch",
+                                                         "prefetch_done", "write_ack", "load_ack")}
+
+
+def test_dpor_reports_progress_every_64_states_and_counts_pruned_and_clones_exactly(monkeypatch):
+    """Progress after every 64th state taken off the stack; ``pruned`` counts the children whose state was
+    searched before with a sleep set inside theirs (every other child that is not a whole run is pushed, and
+    each pushed state is taken off once); each state clones its machine for every transition it runs but the
+    last, which takes the machine itself."""
+    from collections import Counter
+
+    from simcache.explore import dpor as dpor_module
+
+    counts, pops, clone, key, step, order = Counter(), [], Machine.clone, Machine.key, Machine.step, dpor_module._order
+    plan = plan_for(load("scenario_c"), preset("pre_fix"))
+
+    def counted_order(cur, pos, lengths):
+        pops.append(0)  # the transitions this state runs, counted by the steps below
+        return order(cur, pos, lengths)
+
+    def counted_step(self, plan, i):
+        pops[-1] += 1
+        return step(self, plan, i)
+
+    def counted_key(self):
+        if self.crash is None and len(self.idx) < plan.total:
+            counts["keys of states that are not whole runs"] += 1
+        return key(self)
+
+    def counted_clone(self):
+        counts["clones"] += 1
+        return clone(self)
+
+    monkeypatch.setattr(dpor_module, "_order", counted_order)
+    monkeypatch.setattr(Machine, "key", counted_key)
+    monkeypatch.setattr(Machine, "clone", counted_clone)
+    monkeypatch.setattr(Machine, "step", counted_step)
+    seen = []
+    r = dpor_module.dpor(plan, "pre_fix", progress=seen.append)
+    assert (r.strategy, r.bound, r.seed, r.exhausted, r.space_covered) == ("exhaustive", None, None, True, True)
+    assert r.pruned > 2 and r.pruned == counts["keys of states that are not whole runs"] - (len(pops) - 1)
+    assert len(seen) == len(pops) // 64 > 2
+    assert all(type(p) is dict and set(p) == {"runs", "failing", "pruned"} for p in seen)
+    assert [p["runs"] for p in seen] == sorted(p["runs"] for p in seen) and seen[-1]["runs"] <= r.schedules_run
+    assert [p["pruned"] for p in seen] == sorted(p["pruned"] for p in seen) and seen[-1]["pruned"] <= r.pruned
+    assert seen[-1]["failing"] <= r.failing and any(p["failing"] for p in seen)
+    assert counts["clones"] == sum(n - 1 for n in pops if n) and max(pops) > 1
