@@ -181,13 +181,32 @@ def test_dpor_reports_progress_every_64_states_and_counts_pruned_and_clones_exac
     monkeypatch.setattr(Machine, "key", counted_key)
     monkeypatch.setattr(Machine, "clone", counted_clone)
     monkeypatch.setattr(Machine, "step", counted_step)
-    seen = []
-    r = dpor_module.dpor(plan, "pre_fix", progress=seen.append)
+    seen, at = [], []
+    r = dpor_module.dpor(plan, "pre_fix", progress=lambda p: seen.append(p) or at.append(len(pops)))
     assert (r.strategy, r.bound, r.seed, r.exhausted, r.space_covered) == ("exhaustive", None, None, True, True)
     assert r.pruned > 2 and r.pruned == counts["keys of states that are not whole runs"] - (len(pops) - 1)
-    assert len(seen) == len(pops) // 64 > 2
+    assert len(seen) == len(pops) // 64 > 2 and at == [64 * (k + 1) for k in range(len(seen))]
     assert all(type(p) is dict and set(p) == {"runs", "failing", "pruned"} for p in seen)
     assert [p["runs"] for p in seen] == sorted(p["runs"] for p in seen) and seen[-1]["runs"] <= r.schedules_run
     assert [p["pruned"] for p in seen] == sorted(p["pruned"] for p in seen) and seen[-1]["pruned"] <= r.pruned
     assert seen[-1]["failing"] <= r.failing and any(p["failing"] for p in seen)
     assert counts["clones"] == sum(n - 1 for n in pops if n) and max(pops) > 1
+
+
+TURNED_AWAY = """name: turned_away
+config: {policy: write_through, storage: false, device_kv: 32, device_mamba: 8, host_kv: 8, host_mamba: 8}
+actors:
+  x: ["request 1 2 3"]
+  y: [l3_ack]
+schedule: x y
+"""
+
+
+def test_an_operation_turned_away_in_either_order_needs_one_order_only(tmp_path):
+    # storage is off, so y's l3_ack is turned away before and after x's request: x y and y x end alike
+    path = tmp_path / "turned_away.yaml"
+    path.write_text(TURNED_AWAY)
+    full = explore(str(path), "pre_fix", bound=None, reduce="none")
+    dp = explore(str(path), "pre_fix", reduce="dpor")
+    assert (full.schedules_run, full.distinct_states, full.failing) == (2, 1, 0)
+    assert (dp.schedules_run, dp.pruned, dp.failing) == (1, 0, 0) and verdict(dp) == verdict(full)
