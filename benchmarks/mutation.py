@@ -121,8 +121,8 @@ MODULES = {
                                    "tests/test_core_exact_search.py"],
     # the reduced search, and the tallies every search reports through
     "simcache/explore/dpor.py": ["tests/test_dpor.py", "tests/test_core_exact_search.py"],
-    "simcache/explore/results.py": ["tests/test_explore.py", "tests/test_dpor.py", "tests/test_core_exact_search.py",
-                                    "tests/test_explore_machine.py"],
+    "simcache/explore/results.py": ["tests/test_core_exact_results.py", "tests/test_explore.py", "tests/test_dpor.py",
+                                    "tests/test_core_exact_search.py", "tests/test_explore_machine.py"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
     "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
                                "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
