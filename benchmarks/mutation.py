@@ -123,6 +123,9 @@ MODULES = {
     "simcache/explore/dpor.py": ["tests/test_dpor.py", "tests/test_core_exact_search.py"],
     "simcache/explore/results.py": ["tests/test_core_exact_results.py", "tests/test_explore.py", "tests/test_dpor.py",
                                     "tests/test_core_exact_search.py", "tests/test_explore_machine.py"],
+    # what a failure leaves on disk: the scenario file, trace and generated pytest module, compared whole
+    "simcache/explore/artefacts.py": ["tests/test_core_exact_artefacts.py",
+                                      "tests/test_explore.py::test_the_artefacts_replay_and_the_generated_pytest_file_passes"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
     "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
                                "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
