@@ -127,6 +127,7 @@ def test_short_config_drops_exactly_the_settings_equal_to_their_defaults(cfg, sh
 @pytest.mark.parametrize("text, ident", [
     ("scenario_a", "scenario_a"), ("a b-c.d", "a_b_c_d"), ("9lives", "s_9lives"), ("_x_", "x"), ("", "scenario"),
     ("!!!", "scenario"), ('x"""y', "x_y"), ("é中", "scenario"), ("a" * 70, "a" * 60), ("__9__", "s_9"),
+    ("ABC def", "ABC_def"), ("Xray_X", "Xray_X"),
 ])
 def test_identifiers_are_ascii_start_with_a_letter_and_are_at_most_60_characters_before_a_prefix(text, ident):
     assert _ident(text) == ident
@@ -147,3 +148,99 @@ def test_write_artefacts_writes_the_four_files_and_returns_their_paths(tmp_path,
     assert {k: p for k, p in paths.items()} == {k: tmp_path / "out" / n for k, (n, _) in texts.items()}
     assert {p.name: p.read_text() for p in (tmp_path / "out").iterdir()} == {
         str(n): t for n, t in texts.values()}
+
+
+MINIMAL_YAML = """name: scenario_a_minimal
+title: Minimal failing case of scenario_a under pre_fix
+description: 'Shrunk by `simcache explore --shrink` from scenario_a: 3 operations, 2 switches; raises AssertionError:
+  parent does not have child key, 1 in _evict_host_leaf.'
+preset: pre_fix
+config:
+  storage: true
+  device_kv: 0
+  device_mamba: 0
+  host_kv: 3
+  host_mamba: 0
+initial:
+- key:
+  - 1
+  - 2
+  parent: null
+  host: true
+  l3_backup: true
+- key:
+  - 3
+  parent: 0
+  host: true
+actors:
+  mem:
+  - evict_host 1
+  - evict_host 1
+  l3:
+  - l3_ack
+schedule: mem l3 mem
+expect:
+  pre_fix:
+    outcome: assertion
+    raised_in: _evict_host_leaf
+    step: 3
+    message: parent does not have child key, 1
+    double_frees: []
+    leaked: {}
+    went_stale: 1
+    cleaned_up: 0
+"""
+
+
+def test_the_files_as_text_keys_in_reading_order_lines_up_to_110_characters(small):
+    texts = artefact_texts(small.scenario, small.preset, small.schedule)
+    assert texts["scenario"][1] == MINIMAL_YAML
+    assert texts["trace"][1].startswith('{\n "scenario": "scenario_a_minimal",\n "preset": "pre_fix",\n "flags": {\n'
+                                        '  "host_leaf_predicate": "loop_old",\n')
+    source = texts["test"][1]
+    literal = source[source.index("SCENARIO = "):source.index("\ndef test_")]
+    assert 80 < max(map(len, literal.splitlines())) <= 110
+    assert "'description': 'Shrunk by `simcache explore --shrink` from scenario_a: 3 operations, 2 switches; raises '" \
+        in literal  # wrapped at 110, not pprint's 80
+    namespace: dict = {}
+    exec(compile(source, "t.py", "exec"), namespace)
+    assert list(namespace["SCENARIO"]) == list(DOC) and list(namespace["EXPECT"]) == [
+        "outcome", "step", "status", "tree", "double_frees", "leaked", "type", "message", "raised_in", "stack"]
+
+
+def test_the_artefacts_replay_the_preset_and_schedule_asked_for_not_the_scenario_s_own(small):
+    # the minimal scenario says pre_fix and mem l3 mem; asked for followup_fix and l3 mem mem
+    texts = artefact_texts(small.scenario, "followup_fix", "l3 mem mem")
+    doc = yaml.safe_load(texts["scenario"][1])
+    assert texts["schedule"][1] == "l3 mem mem\n"
+    assert (doc["preset"], doc["schedule"], list(doc["expect"])) == ("followup_fix", "l3 mem mem", ["followup_fix"])
+    trace = json.loads(texts["trace"][1])
+    assert (trace["preset"], trace["schedule"]) == ("followup_fix", "l3 mem*2")  # the trace spells it short
+    assert trace == json.loads(json.dumps(simulate(small.scenario, "followup_fix", schedule="l3 mem mem").to_json()
+                                          | {"micro_steps": trace["micro_steps"]}))
+
+
+def test_write_artefacts_passes_its_flags_on(tmp_path, small):
+    paths = write_artefacts(tmp_path / "out", small.scenario, "pre_fix", "mem l3 mem", flags={"stale_guards": True})
+    doc = yaml.safe_load(paths["scenario"].read_text())
+    assert doc["flags"] == {"stale_guards": True} and doc["expect"]["pre_fix"]["outcome"] == "clean"
+
+
+@pytest.mark.parametrize("name", ["schedule.txt", "minimal.yaml", "trace.json"])
+def test_a_folder_where_an_artefact_goes_is_refused_before_the_replay(tmp_path, small, name, monkeypatch):
+    from simcache.errors import SimcacheError
+    from simcache.explore import artefacts
+
+    (tmp_path / "out" / name).mkdir(parents=True)
+    monkeypatch.setattr(artefacts, "artefact_texts", lambda *a, **k: pytest.fail("replayed before the folder check"))
+    with pytest.raises(SimcacheError) as e:
+        write_artefacts(tmp_path / "out", small.scenario, "pre_fix", "mem l3 mem")
+    assert str(e.value) == f"{tmp_path / 'out'} holds a folder named {name} where a file goes; choose another --out"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [name]
+
+
+def test_a_doc_without_a_name_gets_a_test_named_for_a_scenario():
+    run = simulate(load("scenario_a"), "pre_fix", snapshots=False)
+    doc = scenario_doc(load("scenario_a"))
+    del doc["name"]
+    assert "\ndef test_scenario_pre_fix_replays_exactly():\n" in pytest_source(doc, "pre_fix", "x", run)
