@@ -127,7 +127,7 @@ MODULES = {
     "simcache/explore/artefacts.py": ["tests/test_core_exact_artefacts.py",
                                       "tests/test_explore.py::test_the_artefacts_replay_and_the_generated_pytest_file_passes"],
     # writing only the paths a user names: all or nothing, no planted symlink followed, no device replaced
-    "simcache/safe_io.py": ["tests/test_fs_safety.py", "tests/test_hostile.py"],
+    "simcache/safe_io.py": ["tests/test_core_exact_safe_io.py", "tests/test_fs_safety.py", "tests/test_hostile.py"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
     "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
                                "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
