@@ -36,6 +36,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -127,7 +128,9 @@ MODULES = {
     "simcache/explore/artefacts.py": ["tests/test_core_exact_artefacts.py",
                                       "tests/test_explore.py::test_the_artefacts_replay_and_the_generated_pytest_file_passes"],
     # writing only the paths a user names: all or nothing, no planted symlink followed, no device replaced
-    "simcache/safe_io.py": ["tests/test_core_exact_safe_io.py", "tests/test_fs_safety.py", "tests/test_hostile.py"],
+    # (their own FIFOs and device nodes only: test_hostile.py's command lines write to the real /dev/null, which a
+    # mutant that replaces devices would turn into a regular file; see system_devices_intact)
+    "simcache/safe_io.py": ["tests/test_core_exact_safe_io.py", "tests/test_fs_safety.py"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
     "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
                                "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
@@ -390,6 +393,24 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
                     seconds=round(seconds, 1), returncode=proc.returncode, log_tail=log[-600:])
 
 
+SYSTEM_DEVICES = {"/dev/null": (1, 3), "/dev/zero": (1, 5), "/dev/full": (1, 7)}
+
+
+def system_devices_intact() -> list[str]:
+    """The sentences naming each system device a mutant replaced (a mutant of the file-writing code can rename a
+    file over a device a test writes to); empty when every one is still its character device."""
+    out = []
+    for path, (major, minor) in SYSTEM_DEVICES.items():
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISCHR(mode):
+            out.append(f"a mutant replaced {path} with a regular file; as root, put the device back with: rm {path} "
+                       f"&& mknod -m 666 {path} c {major} {minor}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("modules", nargs="*", help=f"modules to mutate (default: all of {', '.join(MODULES)})")
@@ -425,6 +446,8 @@ def main(argv=None) -> int:
             return 2
         r = run_module(module, MODULES[module], args.max_children, args.timeout, verify=not args.no_verify,
                        keep=keep, rerun=args.rerun_survivors, only=args.only)
+        for sentence in system_devices_intact():
+            print(f"  WARNING: {sentence}", file=sys.stderr, flush=True)
         out.append(r)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1))

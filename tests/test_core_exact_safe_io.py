@@ -123,8 +123,10 @@ def test_reading_refusals_are_whole_sentences(tmp_path, short_socket):
 def test_a_file_over_the_limit_is_refused_in_whole_megabytes(tmp_path):
     f = tmp_path / "huge.json"
     f.write_bytes(b"x" * 3_000_001)
-    assert refused(UnreadableFile, read_bytes, f, limit=2_500_000, what="ops file") == \
-        "huge.json is larger than 2 MB; keep a ops file under 2 MB"
+    assert refused(UnreadableFile, read_bytes, f, limit=3_000_000, what="ops file") == \
+        "huge.json is larger than 3 MB; keep a ops file under 3 MB"
+    assert refused(UnreadableFile, read_bytes, f, limit=2_500_000) == \
+        "huge.json is larger than 2 MB; keep a scenario file under 2 MB"  # whole megabytes, rounded down
     f.write_bytes(b"x" * 2_500_000)  # exactly the limit: read
     assert read_bytes(f, limit=2_500_000) == b"x" * 2_500_000
 
@@ -133,7 +135,7 @@ def test_a_file_that_grows_while_read_is_cut_at_the_limit_plus_one_byte(tmp_path
     """The size checked first said small (the file grew after ``fstat``): the loop itself stops, asking for no more
     than one byte past the limit in all."""
     f = tmp_path / "grows.yaml"
-    f.write_bytes(b"y" * 3_000_000)
+    f.write_bytes(b"y" * 4_000_000)
     real_fstat, real_read, asked = os.fstat, os.read, []
 
     def small_fstat(fd):
@@ -142,9 +144,9 @@ def test_a_file_that_grows_while_read_is_cut_at_the_limit_plus_one_byte(tmp_path
 
     monkeypatch.setattr(safe_io.os, "fstat", small_fstat)
     monkeypatch.setattr(safe_io.os, "read", lambda fd, n: asked.append(n) or real_read(fd, n))
-    assert refused(UnreadableFile, read_bytes, f, limit=2_500_000) == \
-        "grows.yaml is larger than 2 MB; keep a scenario file under 2 MB"
-    assert asked == [1 << 20, 1 << 20, 2_500_001 - 2 * (1 << 20)]
+    assert refused(UnreadableFile, read_bytes, f, limit=3_000_000) == \
+        "grows.yaml is larger than 3 MB; keep a scenario file under 3 MB"
+    assert asked == [1 << 20, 1 << 20, 3_000_001 - 2 * (1 << 20)]
 
 
 def test_an_error_while_reading_is_one_sentence(tmp_path, monkeypatch):
@@ -218,9 +220,17 @@ def test_a_failed_rename_leaves_no_temporary_file_and_says_why(tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_device_or_pipe_is_opened_as_a_stream_never_as_a_terminal(tmp_path, opened):
-    assert write_file("/dev/null", "x") == tmp_path.__class__("/dev/null")
-    assert opened == [("null", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC, None)]
+def test_a_pipe_is_opened_as_a_stream_never_as_a_terminal(tmp_path, opened):
+    # a FIFO of the test's own (never a system device: a mutant that replaced one would break the machine)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert write_file(fifo, "x") == fifo and os.read(reader, 10) == b"x"
+    finally:
+        os.close(reader)
+    assert opened[1:] == [("pipe", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC, None)]  # after the reader's open
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_writing_refusals_are_whole_sentences(tmp_path, short_socket):
@@ -229,6 +239,8 @@ def test_writing_refusals_are_whole_sentences(tmp_path, short_socket):
     loop.symlink_to(loop)
     assert refused(FileError, write_file, "", "x", what="--svg") == \
         "--svg must name a file, not ''; e.g. --svg run.html"
+    for bare in (".", "/"):  # a path with no file name at all
+        assert refused(FileError, write_file, bare, "x") == f"-o must name a file, not {bare!r}; e.g. -o run.html"
     assert refused(FileError, write_file, tmp_path, "x") == \
         f"-o must name a file, not the folder {str(tmp_path)!r}; e.g. -o run.html"
     assert refused(FileError, write_file, plain / "x.html", "x") == \
@@ -261,8 +273,10 @@ def test_standard_output_that_fails_is_one_sentence(monkeypatch):
 # --- checking before the work -----------------------------------------------------------------------------------------
 
 def test_check_file_refusals_are_whole_sentences(tmp_path, monkeypatch):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
     check_file("-")
-    check_file("/dev/null")
+    check_file(fifo)
     check_file(tmp_path / "new.html")
     assert refused(FileError, check_file, "", what="--png") == "--png must name a file, not ''; e.g. --png run.html"
     missing = tmp_path / "no" / "x.html"
@@ -276,7 +290,7 @@ def test_check_file_refusals_are_whole_sentences(tmp_path, monkeypatch):
         assert refused(FileError, check_file, tmp_path / name) == (
             f"cannot write {tmp_path / name}: Permission denied in {tmp_path}; check that its folder exists and is "
             f"writable")
-    check_file("/dev/null")  # a device is opened when written, its folder never asked
+    check_file(fifo)  # a pipe or device is opened when written, its folder never asked
 
 
 def test_check_folder_refusals_are_whole_sentences(tmp_path, monkeypatch):
@@ -360,3 +374,10 @@ def test_a_folder_write_refused_by_its_check_names_the_option(tmp_path):
     (tmp_path / "out" / "x").mkdir(parents=True)
     assert refused(FileError, write_folder, tmp_path / "out", {"x": "1"}, what="--dir") == \
         f"{tmp_path / 'out'} holds a folder named x where a file goes; choose another --dir"
+
+
+def test_a_long_folder_name_s_temporary_folder_keeps_80_characters_of_it(tmp_path, monkeypatch):
+    out, seen, real = tmp_path / ("d" * 200), [], safe_io._new_file
+    monkeypatch.setattr(safe_io, "_new_file", lambda p, data: seen.append(p) or real(p, data))
+    write_folder(out, {"x": "1"})
+    assert re.fullmatch(r"\.d{80}\.[^/]+\.part", seen[0].parent.name) and (out / "x").read_text() == "1"

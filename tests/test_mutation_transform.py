@@ -88,3 +88,12 @@ def test_undecorate_refuses_a_decorator_it_cannot_rewrite_as_one_line():
     for source in ("@fewer_collections(50)\ndef f():\n    pass\n", "@simulated\n@other\ndef f():\n    pass\n"):
         with pytest.raises(ValueError, match="only a lone '@simulated' or '@fewer_collections\\(\\)' line"):
             mutation.undecorate(source)
+
+
+def test_a_system_device_a_mutant_replaced_is_named_with_the_command_that_puts_it_back(tmp_path, monkeypatch):
+    (tmp_path / "null").write_text("")  # what a mutant renaming a temporary file over /dev/null leaves
+    monkeypatch.setattr(mutation, "SYSTEM_DEVICES", {str(tmp_path / "null"): (1, 3), str(tmp_path / "gone"): (1, 5),
+                                                     "/dev/null": (1, 3)})
+    assert mutation.system_devices_intact() == [
+        f"a mutant replaced {tmp_path / 'null'} with a regular file; as root, put the device back with: rm "
+        f"{tmp_path / 'null'} && mknod -m 666 {tmp_path / 'null'} c 1 3"]
