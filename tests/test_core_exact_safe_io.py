@@ -291,6 +291,9 @@ def test_check_file_refusals_are_whole_sentences(tmp_path, monkeypatch):
             f"cannot write {tmp_path / name}: Permission denied in {tmp_path}; check that its folder exists and is "
             f"writable")
     check_file(fifo)  # a pipe or device is opened when written, its folder never asked
+    check_file("-")  # standard output needs no folder
+    assert refused(FileError, check_file, tmp_path) == \
+        f"-o must name a file, not the folder {str(tmp_path)!r}; e.g. -o run.html"
 
 
 def test_check_folder_refusals_are_whole_sentences(tmp_path, monkeypatch):
