@@ -131,6 +131,9 @@ MODULES = {
     # (their own FIFOs and device nodes only: test_hostile.py's command lines write to the real /dev/null, which a
     # mutant that replaces devices would turn into a regular file; see system_devices_intact)
     "simcache/safe_io.py": ["tests/test_core_exact_safe_io.py", "tests/test_fs_safety.py"],
+    # scenario files: their parsing, checks and refusals (every bad input one sentence)
+    "simcache/scenario.py": ["tests/test_core_exact_scenario.py", "tests/test_scenario.py", "tests/test_bad_input.py",
+                             "tests/test_gallery.py"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
     "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
                                "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
