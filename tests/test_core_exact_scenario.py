@@ -40,6 +40,7 @@ def test_a_scenario_with_every_field_is_built_whole_and_written_back():
     assert bare == Scenario(name="stem", config=dict(SETTINGS, write_through_threshold=1), actors=PARSED,
                             title="one line")
     assert bare.as_doc() == dict(name="stem", title="one line", config=bare.config, actors=PARSED)
+    assert (from_doc({"actors": ACTORS}).title, from_doc({"actors": ACTORS}).as_doc().get("title")) == ("", None)
 
 
 def test_the_oracle_s_ops_form_keeps_config_ops_and_its_text_and_ignores_the_rest():
@@ -62,6 +63,8 @@ def test_unknown_top_level_keys_are_named_five_at_most_long_ones_cut():
     assert refused(doc) == (f"s: unknown top-level key(s) a1, a2, a3, a4, {'k' * 40}, ...; known keys: {known}")
     doc = dict(actors=ACTORS, **{LONG: 1, "b": 2})
     assert refused(doc) == f"s: unknown top-level key(s) b, {shown(LONG, 40)}; known keys: {known}"
+    doc = dict(actors=ACTORS, **{k: 1 for k in keys[:6]})  # six: five named, then "..."
+    assert refused(doc) == (f"s: unknown top-level key(s) a1, a2, a3, a4, {'k' * 40}, ...; known keys: {known}")
     doc = dict(actors=ACTORS, **{k: 1 for k in keys[:5]})
     assert refused(doc).startswith(f"s: unknown top-level key(s) a1, a2, a3, a4, {'k' * 40}; known keys")
 
@@ -161,6 +164,14 @@ def test_actor_names_problems_in_words():
     ({"A": ["start 1", "start 2"], "A.1": ["start 3"]},
      "s: actors A and A.1 can both start a request with id 'A.1' (an actor's automatic ids are its name, then NAME.1, "
      "NAME.2, ...); rename an actor or give the requests their own rids"),
+    # the third automatic id is A.2
+    ({"A": ["start 1", "start 2", "start 3"], "A.2": ["start 4"]},
+     "s: actors A and A.2 can both start a request with id 'A.2' (an actor's automatic ids are its name, then NAME.1, "
+     "NAME.2, ...); rename an actor or give the requests their own rids"),
+    ({"a" * 45: ["start 1", "start 2"], "a" * 45 + ".1": ["start 3"]},
+     f"s: actors {'a' * 45} and {'a' * 45}.1 can both start a request with id {shown('a' * 45 + '.1', 40)} (an "
+     f"actor's automatic ids are its name, then NAME.1, NAME.2, ...); rename an actor or give the requests their own "
+     f"rids"),
     ({"A": [{"op": "start", "tokens": [1], "rid": LONG}], "B": [{"op": "start", "tokens": [2], "rid": LONG}]},
      f"s: actors A and B both start a request with rid {shown(LONG, 40)}, so some schedules would have two live "
      f"requests with one id; give each actor's requests their own rids"),
