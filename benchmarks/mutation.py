@@ -129,7 +129,7 @@ MODULES = {
                                       "tests/test_explore.py::test_the_artefacts_replay_and_the_generated_pytest_file_passes"],
     # writing only the paths a user names: all or nothing, no planted symlink followed, no device replaced
     # (their own FIFOs and device nodes only: test_hostile.py's command lines write to the real /dev/null, which a
-    # mutant that replaces devices would turn into a regular file; see system_devices_intact)
+    # mutant that replaces devices would turn into a regular file; see replaced_system_devices)
     "simcache/safe_io.py": ["tests/test_core_exact_safe_io.py", "tests/test_fs_safety.py"],
     # scenario files: their parsing, checks and refusals (every bad input one sentence)
     "simcache/scenario.py": ["tests/test_core_exact_scenario.py", "tests/test_scenario.py", "tests/test_bad_input.py",
@@ -399,7 +399,7 @@ def run_module(module: str, tests: list[str], max_children: int, timeout_s: int,
 SYSTEM_DEVICES = {"/dev/null": (1, 3), "/dev/zero": (1, 5), "/dev/full": (1, 7)}
 
 
-def system_devices_intact() -> list[str]:
+def replaced_system_devices() -> list[str]:
     """The sentences naming each system device a mutant replaced (a mutant of the file-writing code can rename a
     file over a device a test writes to); empty when every one is still its character device."""
     out = []
@@ -409,8 +409,8 @@ def system_devices_intact() -> list[str]:
         except FileNotFoundError:
             continue
         if not stat.S_ISCHR(mode):
-            out.append(f"a mutant replaced {path} with a regular file; as root, put the device back with: rm {path} "
-                       f"&& mknod -m 666 {path} c {major} {minor}")
+            out.append(f"{path} is no longer a character device (a mutant replaced it); as root, put it back with: "
+                       f"rm {path} && mknod -m 666 {path} c {major} {minor}")
     return out
 
 
@@ -449,7 +449,7 @@ def main(argv=None) -> int:
             return 2
         r = run_module(module, MODULES[module], args.max_children, args.timeout, verify=not args.no_verify,
                        keep=keep, rerun=args.rerun_survivors, only=args.only)
-        for sentence in system_devices_intact():
+        for sentence in replaced_system_devices():
             print(f"  WARNING: {sentence}", file=sys.stderr, flush=True)
         out.append(r)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -94,6 +94,6 @@ def test_a_system_device_a_mutant_replaced_is_named_with_the_command_that_puts_i
     (tmp_path / "null").write_text("")  # what a mutant renaming a temporary file over /dev/null leaves
     monkeypatch.setattr(mutation, "SYSTEM_DEVICES", {str(tmp_path / "null"): (1, 3), str(tmp_path / "gone"): (1, 5),
                                                      "/dev/null": (1, 3)})
-    assert mutation.system_devices_intact() == [
-        f"a mutant replaced {tmp_path / 'null'} with a regular file; as root, put the device back with: rm "
+    assert mutation.replaced_system_devices() == [
+        f"{tmp_path / 'null'} is no longer a character device (a mutant replaced it); as root, put it back with: rm "
         f"{tmp_path / 'null'} && mknod -m 666 {tmp_path / 'null'} c 1 3"]
