@@ -134,6 +134,11 @@ MODULES = {
     # scenario files: their parsing, checks and refusals (every bad input one sentence)
     "simcache/scenario.py": ["tests/test_core_exact_scenario.py", "tests/test_scenario.py", "tests/test_bad_input.py",
                              "tests/test_gallery.py"],
+    # the rest of scenario loading: the settings' checks in both voices, and the text-to-plain-data parser
+    "simcache/config.py": ["tests/test_core_exact_config.py", "tests/test_bad_input.py", "tests/test_scenario.py",
+                           "tests/test_core_exact_scenario.py"],
+    "simcache/safe_yaml.py": ["tests/test_core_exact_safe_yaml.py", "tests/test_bad_input.py",
+                              "tests/test_scenario.py"],
     # operations, schedules and crash records: their parsing and checks, and the driver and explorer that use them
     "simcache/operations.py": ["tests/test_core_exact_operations.py", "tests/test_operations.py",
                                "tests/test_scenario.py", "tests/test_bad_input.py", "tests/test_core_exact_driver.py"],
