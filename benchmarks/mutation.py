@@ -134,6 +134,8 @@ MODULES = {
     # scenario files: their parsing, checks and refusals (every bad input one sentence)
     "simcache/scenario.py": ["tests/test_core_exact_scenario.py", "tests/test_scenario.py", "tests/test_bad_input.py",
                              "tests/test_gallery.py"],
+    # the command line's numbers: every option's limits, the refusal words, --jobs auto, plain decimals
+    "simcache/cli_numbers.py": ["tests/test_core_exact_cli_numbers.py", "tests/test_bad_input.py"],
     # random and PCT schedules: the draws against their references, the sampled search against a plain loop
     "simcache/explore/sampling.py": ["tests/test_core_exact_sampling.py", "tests/test_explore.py"],
     # the rest of scenario loading: the settings' checks in both voices, and the text-to-plain-data parser
