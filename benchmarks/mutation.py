@@ -138,6 +138,8 @@ MODULES = {
     "simcache/cli_numbers.py": ["tests/test_core_exact_cli_numbers.py", "tests/test_bad_input.py"],
     # random and PCT schedules: the draws against their references, the sampled search against a plain loop
     "simcache/explore/sampling.py": ["tests/test_core_exact_sampling.py", "tests/test_explore.py"],
+    # the workload generator read back turn by turn against its spec, and the rates' rows and table
+    "simcache/workload.py": ["tests/test_core_exact_workload.py", "tests/test_workload.py"],
     # the rest of scenario loading: the settings' checks in both voices, and the text-to-plain-data parser
     "simcache/config.py": ["tests/test_core_exact_config.py", "tests/test_bad_input.py", "tests/test_scenario.py",
                            "tests/test_core_exact_scenario.py"],

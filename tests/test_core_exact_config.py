@@ -94,6 +94,10 @@ def test_each_choice_in_a_file_names_its_options_and_the_bad_value():
                                           "write_back, not 'lru'")
     assert refused({"policy": ["write_back"]}) == ("config.policy must be one of write_through, "
                                                    "write_through_selective, write_back, not ['write_back']")
+    long = "p" * 60  # a file's own value is said back whole (it was read from a bounded file)
+    assert refused({"policy": long}) == ("config.policy must be one of write_through, write_through_selective, "
+                                         f"write_back, not '{long}'")
+    assert refused({"auto_complete": long}) == f"config.auto_complete must be true or false, not '{long}'"
     assert refused({"storage": "yes"}) == "config.storage must be true or false, not 'yes'"
     assert refused({"storage": 1}) == "config.storage must be true or false, not 1"
     assert refused({"driver": "chaos"}) == "config.driver must be fuzz or scheduler, not 'chaos'"

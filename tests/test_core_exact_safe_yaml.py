@@ -166,6 +166,8 @@ def test_delete_has_its_own_sentence_and_tab_newline_return_are_text():
 
 
 def test_the_first_control_character_is_the_one_named():
+    assert yaml_refused("\n\x01") == (
+        "s.yaml holds the control character U+0001 at line 2, column 1; remove it (a scenario file is plain text)")
     assert yaml_refused("\n\n\x01\x00") == (
         "s.yaml holds the control character U+0001 at line 3, column 1; remove it (a scenario file is plain text)")
     assert yaml_refused("abc\x00\n\x01") == (
@@ -177,6 +179,11 @@ def test_a_number_too_long_or_a_value_that_cannot_be_made_is_one_sentence():
     assert json_refused("[" + "9" * 5000 + "]") == "s.json holds a number over 4300 digits long; keep numbers short"
     assert yaml_refused("a: 2001-13-45") == (
         "s.yaml holds a value that cannot be read ('month must be in 1..12'); keep numbers short")
+    # the reader's own words, cut at 80 characters of their repr
+    said = repr("invalid literal for int() with base 10: '" + "x" * 100 + "'")
+    assert len(said) == 144
+    assert yaml_refused("a: !!int " + "x" * 100) == (
+        f"s.yaml holds a value that cannot be read ({said[:80]}... (144 characters)); keep numbers short")
 
 
 def test_too_deep_is_one_sentence_whether_the_parser_or_python_runs_out(monkeypatch):

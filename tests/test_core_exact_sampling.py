@@ -184,3 +184,80 @@ def test_worker_processes_give_the_same_result(plan_b):
     seen = []
     got = sampled(plan_b, "pre_fix", "random", 0, 300, jobs=2, until="", progress=seen.append)
     assert got == sampled(plan_b, "pre_fix", "random", 0, 300, until="")
+
+
+class FakePool:
+    """Stands in for the process pool (mutmut sees no test inside worker processes): runs the worker's function
+    here, after setting the worker's state as ``workers.init_worker`` would, and records what it was asked."""
+
+    made: list = []
+
+    def __init__(self, jobs, plan):
+        from simcache.explore import workers
+
+        self.calls, self.shut = [], []
+        workers.PLAN = plan
+        workers.DAMAGE.clear()
+        FakePool.made.append((jobs, plan, self))
+
+    def map(self, fn, items, chunksize=1):
+        self.calls.append((fn.__name__, len(items), chunksize))
+        return map(fn, items)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self.shut.append(cancel_futures)
+
+
+@pytest.fixture
+def fake_pool(monkeypatch):
+    from simcache.explore import workers
+
+    FakePool.made = []
+    monkeypatch.setattr(workers, "make_pool", FakePool)
+    monkeypatch.setattr(workers, "PLAN", None)
+    return FakePool.made
+
+
+def test_a_pool_is_made_only_for_more_than_one_job_and_its_pending_work_is_cancelled(plan_b, fake_pool):
+    serial = sampled(plan_b, "pre_fix", "random", 9, 150)
+    assert sampled(plan_b, "pre_fix", "random", 9, 150, jobs=1) == serial
+    assert fake_pool == []
+    assert sampled(plan_b, "pre_fix", "random", 9, 150, jobs=2) == serial
+    assert sampled(plan_b, "pre_fix", "random", 9, 10, jobs=3) == sampled(plan_b, "pre_fix", "random", 9, 10)
+    assert sampled(plan_b, "pre_fix", "random", 9, 400, jobs=3, until="") == sampled(
+        plan_b, "pre_fix", "random", 9, 400, until="")
+    assert [(jobs, plan is plan_b, pool.calls, pool.shut) for jobs, plan, pool in fake_pool] == [
+        (2, True, [("_run_remote", 150, 9)], [True]),  # chunks of budget / (8 jobs)
+        (3, True, [("_run_remote", 10, 1)], [True]),  # never below 1
+        (3, True, [("_run_remote", 400, 16)], [True])]
+
+
+def test_a_worker_runs_its_schedule_on_the_plan_and_memo_it_was_given(plan_b, monkeypatch):
+    from simcache.explore import workers
+    from simcache.explore.sampling import _run_remote
+
+    idx = ref_random(random.Random(5), plan_b.lengths)
+    monkeypatch.setattr(workers, "PLAN", plan_b)
+    monkeypatch.setattr(workers, "DAMAGE", {})
+    out = _run_remote(idx)
+    assert out == finish(Machine.replay(plan_b, idx), {})
+    assert workers.DAMAGE == {out[2]: out[3]}
+
+
+def test_each_end_state_s_damage_is_worked_out_once_per_search(plan_b, monkeypatch):
+    calls = []
+    real = Machine.damage
+
+    def counted(self):
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Machine, "damage", counted)
+    got = sampled(plan_b, "pre_fix", "random", 2, 500)
+    assert len(calls) == got.distinct_states < 500
+
+
+def test_pct_s_default_depth_is_3():
+    plan = plan_for(load("scenario_b"), simcache.preset("pre_fix"))
+    got = sampled(plan, "pre_fix", "pct", 6, 80)
+    assert got == expected(plan, "pre_fix", "pct", 6, 80, depth=3) and got.bound == 3
