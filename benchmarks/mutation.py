@@ -140,6 +140,12 @@ MODULES = {
     "simcache/explore/sampling.py": ["tests/test_core_exact_sampling.py", "tests/test_explore.py"],
     # the workload generator read back turn by turn against its spec, and the rates' rows and table
     "simcache/workload.py": ["tests/test_core_exact_workload.py", "tests/test_workload.py"],
+    # the small helpers: tree nodes, worker processes, the progress line, the collector's pace
+    "simcache/node.py": ["tests/test_core_exact_node_pool.py", "tests/test_core_exact_tree.py"],
+    "simcache/pool.py": ["tests/test_core_exact_node_pool.py",
+                         "tests/test_fs_safety.py::test_an_interrupted_pool_stops_its_workers_at_once"],
+    "simcache/progress.py": ["tests/test_core_exact_progress.py"],
+    "simcache/gcpace.py": ["tests/test_gcpace.py"],
     # the rest of scenario loading: the settings' checks in both voices, and the text-to-plain-data parser
     "simcache/config.py": ["tests/test_core_exact_config.py", "tests/test_bad_input.py", "tests/test_scenario.py",
                            "tests/test_core_exact_scenario.py"],
