@@ -146,6 +146,10 @@ MODULES = {
                          "tests/test_fs_safety.py::test_an_interrupted_pool_stops_its_workers_at_once"],
     "simcache/progress.py": ["tests/test_core_exact_progress.py"],
     "simcache/gcpace.py": ["tests/test_gcpace.py"],
+    # the printed account of a run: each step's line, the stale and cleaned-up notes, the ending
+    "simcache/transcript.py": ["tests/test_core_exact_transcript.py",
+                               "tests/test_trace.py::test_the_transcript_of_crash_pr_under_merged_fix",
+                               "tests/test_trace.py::test_the_transcript_of_a_guarded_run_shows_the_cleanup"],
     # the rest of scenario loading: the settings' checks in both voices, and the text-to-plain-data parser
     "simcache/config.py": ["tests/test_core_exact_config.py", "tests/test_bad_input.py", "tests/test_scenario.py",
                            "tests/test_core_exact_scenario.py"],

@@ -97,7 +97,7 @@ def test_jobs_auto_and_its_own_sentence(monkeypatch):
     assert jobs("auto") == 64
     monkeypatch.setattr(cli_numbers, "usable_cores", lambda: 64)
     assert jobs("auto") == 64
-    for text in ("autox", "two", "1.5", "+2", "", "a" * 40):
+    for text in ("autox", "two", "1.5", "+2", "", "a" * 40, "X2", "-X2"):
         said = repr(text) if len(repr(text)) <= 30 else f"{repr(text)[:30]}... ({len(repr(text))} characters)"
         assert refused(jobs, text) == (f"--jobs must be a whole number >= 1 or auto, not {said}"
                                        + "; write plain digits like --jobs 2, or --jobs auto for every core"), text
@@ -122,7 +122,7 @@ def test_plain_decimals_read_as_floats():
 
 def test_anything_else_is_one_sentence_quoting_what_was_given():
     for text in ("x", "1_0", "+5", "1e", "1e1000", "1e+", ".", "-", "", "1.2.3", "9" * 13, "1." + "5" * 13,
-                 "." + "5" * 13, "0x1p3", "１", "1 2", "infinite", "nan1"):
+                 "." + "5" * 13, "0x1p3", "１", "1 2", "infinite", "nan1", "y" * 28, "y" * 29, "7" * 40):
         msg = refused(decimal, "pressures", text)
         said = repr(text) if len(repr(text)) <= 30 else f"{repr(text)[:30]}... ({len(repr(text))} characters)"
         assert msg == f"--pressures takes plain numbers like 0.5 1 2, not {said}", text

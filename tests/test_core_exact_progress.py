@@ -142,3 +142,16 @@ def test_progress_for_is_a_bar_on_a_terminal_or_when_asked(monkeypatch):
     monkeypatch.setattr(sys, "stderr", Stream(tty=True))
     tty = progress_for("b")
     assert isinstance(tty, ProgressBar) and tty.enabled and tty.label == "b"
+
+
+def test_an_update_exactly_a_tenth_of_a_second_later_is_drawn(clock):
+    out = Stream(tty=False)
+    clock.t = 0.0
+    bar = ProgressBar("x", stream=out, enabled=True)
+    bar(dict(runs=1))
+    clock.t = 0.1  # exactly the pace: drawn, not skipped
+    bar(dict(runs=2))
+    clock.t = 0.15  # sooner than the pace: skipped
+    bar(dict(runs=3))
+    assert out.getvalue() == "\rx: 1 runs    1000000000/s\033[K\rx: 2 runs    20/s\033[K"
+    assert out.flushes == 2
