@@ -146,6 +146,10 @@ MODULES = {
                          "tests/test_fs_safety.py::test_an_interrupted_pool_stops_its_workers_at_once"],
     "simcache/progress.py": ["tests/test_core_exact_progress.py"],
     "simcache/gcpace.py": ["tests/test_gcpace.py"],
+    # the public entry point: a run's JSON form, the --ops window, the flags a run gets, what reaches the replay
+    "simcache/simulate.py": ["tests/test_core_exact_simulate.py"],
+    # the two error voices' shared helper: a bad value said back, cut at its limit
+    "simcache/errors.py": ["tests/test_core_exact_errors.py"],
     # the printed account of a run: each step's line, the stale and cleaned-up notes, the ending
     "simcache/transcript.py": ["tests/test_core_exact_transcript.py",
                                "tests/test_trace.py::test_the_transcript_of_crash_pr_under_merged_fix",

@@ -51,7 +51,7 @@ def test_every_status_letter_and_every_mark_in_the_key_in_order():
     steps = [NS(op=i) for i in range(7)]
     run = run_of([op(i, s, "A", op="events") for i, s in enumerate(letters)], steps=steps,
                  went_stale=[NS(step=1, node=4, key="1,2", holders=["h1", "h2"])],
-                 readmitted=[NS(step=1, node=4, key="1,2", holders=["lru"])],
+                 readmitted=[NS(step=1, node=4, key="1,2", holders=["lru", "ongoing_backup"])],
                  cleaned_up=[NS(step=2, node=4, key="1,2", removed=[])],
                  violations=[NS(op=1, invariant="inv", message="m", step=1), NS(op=2, invariant="j", message="n",
                                                                                step=2)],
@@ -61,7 +61,7 @@ def test_every_status_letter_and_every_mark_in_the_key_in_order():
         "  0 . A: events",
         "  1 x A: events",
         "   ! node 4 [1,2] went stale (step 1); still held by h1, h2",
-        "   ! detached node 4 [1,2] re-admitted to lru (step 1)",
+        "   ! detached node 4 [1,2] re-admitted to lru, ongoing_backup (step 1)",
         "   ~ first invariant violation: inv: m (step 1)",
         "  2 - A: events",
         "   + stale guard cleaned up node 4 [1,2] (step 2): removed from nothing",
@@ -94,8 +94,8 @@ def test_a_crash_with_damage_and_a_stack_nests_each_frame():
 def test_a_mark_is_keyed_only_when_its_line_is_there():
     # a line of text that merely starts with "!" elsewhere (an operation's words) is not a mark
     run = run_of([op(0, ".", "A", op="events")], cleaned_up=[NS(step=0, node=1, key="9", removed=["a", "b"])],
-                 steps=[NS(op=0)], leaked={"host_kv": [3]})
+                 steps=[NS(op=0)], leaked={"host_kv": [3], "device_kv": [5, 6]})
     assert transcript(run).splitlines()[2:] == [
         "   + stale guard cleaned up node 1 [9] (step 0): removed from a, b",
-        "outcome: no assertion; damage: leaked host_kv[3]",
+        "outcome: no assertion; damage: leaked host_kv[3]; leaked device_kv[5, 6]",
         "key: . applied; + a stale guard cleaned a node up"]
