@@ -148,6 +148,9 @@ MODULES = {
     "simcache/gcpace.py": ["tests/test_gcpace.py"],
     # the public entry point: a run's JSON form, the --ops window, the flags a run gets, what reaches the replay
     "simcache/simulate.py": ["tests/test_core_exact_simulate.py"],
+    # the explorer's machine copier: a busy cache walked object by object beside its copy, each kind alone
+    "simcache/explore/fastcopy.py": ["tests/test_core_exact_fastcopy.py",
+                                     "tests/test_eviction_order.py::test_the_kept_order_survives_a_clone_and_stays_compact"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
     "simcache/errors.py": ["tests/test_core_exact_errors.py"],
     # the printed account of a run: each step's line, the stale and cleaned-up notes, the ending

@@ -2,8 +2,16 @@
 with thousands separators) and the two voices' family tree, which callers catch by."""
 from __future__ import annotations
 
-from simcache.errors import (CacheAssertion, ConfigError, FileError, ScenarioError, ScheduleError, SimcacheError,
-                             UnreadableFile, shown)
+from simcache.errors import (
+    CacheAssertion,
+    ConfigError,
+    FileError,
+    ScenarioError,
+    ScheduleError,
+    SimcacheError,
+    UnreadableFile,
+    shown,
+)
 
 
 def test_shown_is_the_repr_cut_at_its_limit():

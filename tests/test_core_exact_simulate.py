@@ -222,14 +222,14 @@ def test_simulate_refuses_what_is_not_a_scenario_or_a_setting():
 
 def test_what_simulate_hands_the_replay(calls):
     sc = load("scenario_a")
-    run = simulate(sc, "merged_fix", {"stale_guards": True}, "mem l3 mem", snapshots=False, invariants=False,
+    run = simulate(sc, "merged_fix", {"stale_guards": True}, "l3 mem mem", snapshots=False, invariants=False,
                    ops=(1, None), memory_limit_mb=9876.5)
     (c,) = calls
     assert c["cfg"] == sc.config and c["flags"] == preset_flags("merged_fix").with_(stale_guards=True)
     assert (c["window"], c["progress"], c["device"], c["recorder"]) == ((1, 4), False, "cpu", run.trace)
     assert (run.trace.want_snapshots, run.trace.want_invariants, run.trace.memory_limit_mb) == (False, False, 9876.5)
     assert run.trace.snapshots == []
-    assert (run.preset, run.flags, str(run.schedule)) == ("merged_fix", c["flags"], "mem l3 mem")
+    assert (run.preset, run.flags, str(run.schedule)) == ("merged_fix", c["flags"], "l3 mem*2")
     assert [o.index for o in run.trace.ops] == [1, 2, 3]
     assert not {"_cache", "_driver", "_crash"} & set(run.result)
     assert run.cache is not None and run.driver is not None and run.driver.cache is run.cache
