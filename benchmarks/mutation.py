@@ -151,6 +151,8 @@ MODULES = {
     # the explorer's machine copier: a busy cache walked object by object beside its copy, each kind alone
     "simcache/explore/fastcopy.py": ["tests/test_core_exact_fastcopy.py",
                                      "tests/test_eviction_order.py::test_the_kept_order_survives_a_clone_and_stays_compact"],
+    # the explorer's worker processes: the plan each takes, its damage memo, the pool that starts them
+    "simcache/explore/workers.py": ["tests/test_core_exact_node_pool.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
     "simcache/errors.py": ["tests/test_core_exact_errors.py"],
     # the printed account of a run: each step's line, the stale and cleaned-up notes, the ending

@@ -143,3 +143,39 @@ def test_shutdown_waits_normally_and_stops_at_once_while_an_error_unwinds(monkey
         assert seen == [("stop", p), (False, True)]
     finally:
         real(p)
+
+
+def test_an_explorer_worker_takes_its_plan_and_starts_with_an_empty_damage_memo(monkeypatch):
+    from simcache.explore import workers
+
+    said = []
+    monkeypatch.setattr(workers, "quiet_worker", lambda: said.append("quiet"))
+    monkeypatch.setattr(workers, "pace_worker", lambda: said.append("pace"))
+    monkeypatch.setattr(workers, "PLAN", None)
+    memo = workers.DAMAGE
+    memo["left over"] = 1
+    plan = object()
+    workers.init_worker(plan)
+    assert said == ["quiet", "pace"] and workers.PLAN is plan
+    assert workers.DAMAGE is memo and memo == {}
+
+
+def test_an_explorer_pool_starts_its_workers_with_the_plan(monkeypatch):
+    from simcache.explore import workers
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    plan = ("a", "plan")
+    pool = workers.make_pool(3, plan)
+    try:
+        assert type(pool) is Pool
+        assert (pool._max_workers, pool._initializer, pool._initargs) == (2, workers.init_worker, (plan,))
+        assert pool._mp_context.get_start_method() == mp_context().get_start_method()
+        assert pool.submit(_plan_in_worker).result(timeout=120) == ("a", "plan")
+    finally:
+        pool.shutdown()
+
+
+def _plan_in_worker():
+    from simcache.explore import workers
+
+    return workers.PLAN
