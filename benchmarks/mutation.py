@@ -153,6 +153,8 @@ MODULES = {
                                      "tests/test_eviction_order.py::test_the_kept_order_survives_a_clone_and_stays_compact"],
     # the explorer's worker processes: the plan each takes, its damage memo, the pool that starts them
     "simcache/explore/workers.py": ["tests/test_core_exact_node_pool.py"],
+    # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
+    "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
     "simcache/errors.py": ["tests/test_core_exact_errors.py"],
     # the printed account of a run: each step's line, the stale and cleaned-up notes, the ending
