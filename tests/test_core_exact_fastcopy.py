@@ -253,25 +253,28 @@ def test_leaf_sets_keep_their_members_in_order():
     assert p[memo[id(nodes[0])]] is None and memo[id(nodes[0])] in f
 
 
-@dataclasses.dataclass(frozen=True)
-class Frozen:
-    x: list
+def fresh_types():
+    """New classes on every call: fastcopy caches per type (a slots list, "frozen"), and a cache filled by an earlier
+    run of the tests (mutmut runs them once before it forks each mutant's run) would hide what it computes."""
 
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        x: list
 
-@dataclasses.dataclass
-class Thawed:
-    x: list
+    @dataclasses.dataclass
+    class Thawed:
+        x: list
 
+    class Slotted:
+        __slots__ = ("a", "b")
 
-class Slotted:
-    __slots__ = ("a", "b")
+    class Both(Slotted):
+        __slots__ = ("c", "__dict__")
 
+        def hello(self):
+            return self.c
 
-class Both(Slotted):
-    __slots__ = ("c",)
-
-    def hello(self):
-        return self.c
+    return Frozen, Thawed, Both
 
 
 class WithDict:
@@ -280,6 +283,7 @@ class WithDict:
 
 
 def test_every_other_kind_of_object():
+    Frozen, Thawed, Both = fresh_types()
     shared = [1, "s", 2.5, None, True, b"b", len, node, int, torch.zeros(1), torch.device("cpu"), range(3)]
     assert all(fast_copy(v, {}) is v for v in shared)
     flat = (1, "a", None)
@@ -304,14 +308,17 @@ def test_every_other_kind_of_object():
     cc = fast_copy(counter, {})
     assert next(cc) == 18 and next(counter) == 18
     frozen = Frozen([1])
-    assert fast_copy(frozen, {}) is frozen and Frozen in fastcopy._FROZEN
+    assert Frozen not in fastcopy._FROZEN
+    assert fast_copy(frozen, {}) is frozen and Frozen in fastcopy._FROZEN and None not in fastcopy._FROZEN
+    assert fast_copy(frozen, {}) is frozen  # now read from the set
     thawed = Thawed([1])
     ct = fast_copy(thawed, {})
     assert ct == thawed and ct is not thawed and ct.x is not thawed.x
     both = Both()
-    both.a, both.c = [1], "c"  # b left unset
+    both.a, both.c, both.d = [1], "c", [2]  # b left unset; d in the instance's dict
     cb = fast_copy(both, {})
-    assert (cb.a, cb.c, hasattr(cb, "b")) == ([1], "c", False) and cb.a is not both.a
+    assert (cb.a, cb.c, hasattr(cb, "b"), cb.d) == ([1], "c", False, [2]) and cb.a is not both.a
+    assert cb.d is not both.d and vars(cb) == {"d": [2]}
     bound = both.hello
     memo: dict = {}
     cm = fast_copy(bound, memo)
@@ -335,3 +342,21 @@ def test_one_object_twice_is_one_copy():
     heap = [(1.0, 3), (2.0, 4)]
     heapq.heapify(heap)
     assert fast_copy(heap, {}) == heap
+
+
+def test_each_kind_the_copier_knows_is_copied_once_however_often_it_is_held():
+    pool = SlotPool("host_kv", 4, torch.device("cpu"))
+    lru = LRUList.__new__(LRUList)
+    lru.head, lru.tail = _Link(None), _Link(None)
+    lru.head.next, lru.tail.prev = lru.tail, lru.head
+    lru.cache, lru.kind, lru.name, lru.observer, lru._lock = {}, "full", "lru", None, None
+    plain, ordered, n = LeafSet("plain"), OrderedLeafSet("ordered"), node(1)
+    shared = ([1], 2)  # a tuple that holds a mutable list
+    for x in (pool, lru, plain, ordered, n, shared):
+        a, b = fast_copy([x, x], {})
+        assert a is b and a is not x, type(x)
+    d: dict = {}
+    holder = WithDict()
+    holder.items, d["holder"] = d, holder  # a dict and an object holding each other
+    cd = fast_copy(d, {})
+    assert cd["holder"].items is cd and cd is not d
