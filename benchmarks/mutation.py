@@ -153,6 +153,8 @@ MODULES = {
                                      "tests/test_eviction_order.py::test_the_kept_order_survives_a_clone_and_stays_compact"],
     # the explorer's worker processes: the plan each takes, its damage memo, the pool that starts them
     "simcache/explore/workers.py": ["tests/test_core_exact_node_pool.py"],
+    # the command line: each command's --help (docs/cli.md), the small parsers, what each command hands on, exits
+    "simcache/cli.py": ["tests/test_core_exact_cli.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit

@@ -292,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("scenario", help="a gallery name or a YAML/JSON file")
     x.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
     x.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
-    x.add_argument("--strategy", default="exhaustive", choices=["exhaustive", "random", "pct"])
+    x.add_argument("--strategy", default="exhaustive", choices=["exhaustive", "random", "pct"],
+                   help="how schedules are chosen: exhaustive (the default: every one within --bound), random "
+                        "(seeded draws, --budget of them, default 1000) or pct (PCT's priority draws)")
     x.add_argument("--bound", default=None, help="preemption bound (exhaustive, default 2; none with --reduce dpor) "
                                                  "/ depth (pct, default 3)")
     x.add_argument("--reduce", default="state", choices=["state", "none", "dpor"],

@@ -1,0 +1,543 @@
+"""cli.py compared whole: every command's --help against docs/cli.md's reference, each small parser's values and
+refusals, what each command hands the code under it (recorded on the way through to the real code), its output,
+and ``main``'s exit statuses and sentences for bad input, Ctrl-C, a closed reader and a full disk."""
+from __future__ import annotations
+
+import errno
+import importlib
+import importlib.util
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import pytest
+
+from simcache import cli
+from simcache.cli import (
+    MAX_MEMORY_LIMIT_MB,
+    _compare_names,
+    _drop_stdout,
+    _flags,
+    _guard_signed,
+    _ops,
+    _preset,
+    _say,
+    _schedule,
+    _trace_options,
+    main,
+    one_line,
+)
+from simcache.cli_numbers import MAX_WORKLOAD_TURNS, UsageError
+from simcache.errors import ConfigError, ScenarioError
+from simcache.scenario import gallery, load
+from simcache.transcript import damage_lines, transcript
+from simcache.versions import PRESET_DESCRIPTIONS, PRESETS
+
+ROOT = Path(__file__).resolve().parent.parent
+simulate_module = importlib.import_module("simcache.simulate")  # the package re-exports the function by this name
+
+
+def _cli_help():
+    spec = importlib.util.spec_from_file_location("cli_help", ROOT / "scripts" / "cli_help.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_main(capsys, *argv) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# --- the help: every option explained, and the docs' reference the parser's own text ----------------------------
+
+def test_every_option_of_every_command_has_help():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._subparsers._group_actions if a.dest == "command")
+    assert list(sub.choices) == ["run", "scenarios", "export", "explore", "workload"]
+    missing = [(name, act.dest) for name, p in sub.choices.items() for act in p._actions if not act.help]
+    assert missing == []
+
+
+def test_the_docs_reference_is_each_commands_help():
+    helper = _cli_help()
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    written = doc[doc.index(helper.BEGIN):doc.index(helper.END) + len(helper.END)]
+    assert written == helper.section(), "docs/cli.md is out of date: run .venv/bin/python scripts/cli_help.py"
+    assert "usage: simcache run [-h] [--preset PRESET]" in written and helper.COMMANDS == (
+        "run", "scenarios", "export", "explore", "workload")
+
+
+def test_a_parser_mistake_is_one_sentence_pointing_at_the_right_help(capsys):
+    assert run_main(capsys, "run") == (2, "", "simcache: the following arguments are required: scenario; see "
+                                              "`python -m simcache run --help`\n")
+    assert run_main(capsys, "--verbose") == (2, "", "simcache: unrecognized arguments: --verbose; see "
+                                                    "`python -m simcache --help`\n")
+    assert run_main(capsys, "explore", "scenario_a", "--strategy", "dfs")[2] == (
+        "simcache: argument --strategy: invalid choice: 'dfs' (choose from 'exhaustive', 'random', 'pct'); see "
+        "`python -m simcache explore --help`\n")
+    assert run_main(capsys) == (2, "", "simcache: give a command: run, scenarios, explore, export or workload "
+                                       "(see --help)\n")
+
+
+# --- the small parsers -------------------------------------------------------------------------------------------
+
+def test_flags_presets_and_schedules():
+    assert _flags(None) == {} and _flags([]) == {}
+    assert _flags(["stale_guards=true", "forward_chunked=0"]) == {"stale_guards": True, "forward_chunked": False}
+    assert [_preset(p) for p in (None, *PRESETS)] == [None, *PRESETS]
+    with pytest.raises(UsageError) as e:
+        _preset("newest")
+    assert str(e.value) == f"unknown preset 'newest'; choose one of {', '.join(PRESETS)}"
+    with pytest.raises(UsageError) as e:
+        _preset("p" * 70)
+    assert str(e.value) == (f"unknown preset '{'p' * 59}... (72 characters); choose one of {', '.join(PRESETS)}")
+    assert [_schedule(t) for t in (None, "R1", " R1 ")] == [None, "R1", " R1 "]
+    for empty in ("", " \t"):
+        with pytest.raises(UsageError) as e:
+            _schedule(empty)
+        assert str(e.value) == ("--schedule is empty; give actor turns like 'R1 R2*2 ctl*', or leave it out for the "
+                                "scenario's own schedule")
+
+
+def test_ops_windows():
+    assert [_ops(t) for t in (None, "3:", ":5", "1:2", " 10:20\n", ":", "0:0", "9" * 12 + ":")] == [
+        None, (3, None), (None, 5), (1, 2), (10, 20), (None, None), (0, 0), (999_999_999_999, None)]
+    for bad in ("a:b", "1-2", "1", "9" * 13 + ":", "１:2", "-1:2", "1:2:3", "", "x" * 40):
+        with pytest.raises(UsageError) as e:
+            _ops(bad)
+        said = repr(bad) if len(repr(bad)) <= 30 else f"{repr(bad)[:30]}... ({len(repr(bad))} characters)"
+        assert str(e.value) == ("--ops takes A:B (operation numbers from 0 in plain digits, B excluded), like "
+                                f"--ops 0:500, not {said}"), bad
+
+
+def test_trace_options():
+    assert _trace_options(NS()) == dict(ops=None, memory_limit_mb=None, progress=None)
+    assert _trace_options(NS(ops="2:", memory_limit="2048", progress=True)) == dict(
+        ops=(2, None), memory_limit_mb=2048.0, progress=True)
+    assert _trace_options(NS(ops=None, memory_limit="0.5", progress=False)) == dict(
+        ops=None, memory_limit_mb=0.5, progress=None)
+    assert _trace_options(NS(memory_limit=str(MAX_MEMORY_LIMIT_MB)))["memory_limit_mb"] == 1_048_576.0
+    assert MAX_MEMORY_LIMIT_MB == 1 << 20
+    for bad in ("0", "-1", str(MAX_MEMORY_LIMIT_MB + 1), "1e9", "-0", "nan", "inf", "9" * 12 + "." + "9" * 12 + "e+99"):
+        with pytest.raises(UsageError) as e:
+            _trace_options(NS(memory_limit=bad))
+        said = repr(bad) if len(repr(bad)) <= 30 else f"{repr(bad)[:30]}... ({len(repr(bad))} characters)"
+        assert str(e.value) == ("--memory-limit takes megabytes above 0 and at most 1,048,576, like --memory-limit "
+                                f"2048, not {said}"), bad
+
+
+def test_compare_names():
+    assert _compare_names("pre_fix,followup_fix") == ["pre_fix", "followup_fix"]
+    assert _compare_names(" merged_fix , pre_fix ") == ["merged_fix", "pre_fix"]
+    for bad in ("pre_fix", "pre_fix,", ",pre_fix", "a,b,c", "", " , "):
+        with pytest.raises(UsageError) as e:
+            _compare_names(bad)
+        assert str(e.value) == "--compare takes two presets separated by a comma, like pre_fix,followup_fix", bad
+    with pytest.raises(UsageError) as e:
+        _compare_names("pre_fix,newest")
+    assert str(e.value).startswith("unknown preset 'newest'; choose one of pre_fix")
+
+
+def test_signed_numbers_are_kept_as_values():
+    argv = ["-inf", "-Infinity", "-NaN", "-1e3", "-1.5E+2", "-.5e-1", "-5", "-1.5", "--x", "-e3", "inf", "-1e", 7]
+    assert _guard_signed(argv) == [" -inf", " -Infinity", " -NaN", " -1e3", " -1.5E+2", " -.5e-1", "-5", "-1.5",
+                                   "--x", "-e3", "inf", "-1e", 7]
+
+
+def test_one_line():
+    assert one_line("a\nb\tc\x00d\x1be") == "a\\nb\\tc\\x00d\\x1be"
+    assert one_line("ok é ü") == "ok é ü"
+    word = "w" * 201
+    assert one_line(f"x {word} y") == f"x {'w' * 40}... (201 characters) y"
+    assert one_line("v" * 200) == "v" * 200
+    assert one_line("z" * 2_000) == f"{'z' * 40}... (2,000 characters)"
+    assert one_line("abcdef ab", word=5) == "abcdef... (6 characters) ab"
+    assert one_line("abcde", word=5) == "abcde"
+
+
+# --- what each command hands the code under it -------------------------------------------------------------------
+
+@pytest.fixture
+def simulations(monkeypatch):
+    seen = []
+    real = simulate_module.simulate
+
+    def through(*a, **kw):
+        seen.append((a, kw))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(simulate_module, "simulate", through)
+    return seen
+
+
+def test_run_prints_the_transcript_or_the_json_of_the_run_it_asked_for(capsys, simulations):
+    rc, out, err = run_main(capsys, "run", "scenario_a", "--preset", "merged_fix", "--flag", "stale_guards=true",
+                            "--schedule", "l3 mem*2", "--ops", "1:", "--memory-limit", "3000", "--progress")
+    assert rc == 0 and err.startswith("\rsimulating:")  # --progress: tqdm's bar, forced on
+    assert simulations[-1] == (("scenario_a", "merged_fix", {"stale_guards": True}, "l3 mem*2"), dict(
+        snapshots=False, device="cpu", ops=(1, None), memory_limit_mb=3000.0, progress=True))
+    run = simulate_module.simulate("scenario_a", "merged_fix", {"stale_guards": True}, "l3 mem*2", snapshots=False,
+                                   ops=(1, None))
+    assert out == transcript(run) + "\n"
+    rc, out, err = run_main(capsys, "run", "scenario_a", "--json")
+    assert (rc, err) == (0, "")
+    assert simulations[-1] == (("scenario_a", None, {}, None), dict(snapshots=False, device="cpu", ops=None,
+                                                                    memory_limit_mb=None, progress=None))
+    assert json.loads(out) == simulate_module.simulate("scenario_a", snapshots=False).to_json()
+    assert out == json.dumps(json.loads(out), indent=1) + "\n"
+
+
+def test_scenarios_as_json_and_as_text(capsys):
+    rc, out, err = run_main(capsys, "scenarios", "--json")
+    items = json.loads(out)
+    assert (rc, err, out) == (0, "", json.dumps(items, indent=1) + "\n")
+    expected = []
+    for name in gallery():
+        sc = load(name)
+        expected.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
+                             expect={p: e.get("outcome") for p, e in sc.expect.items()},
+                             damage={p: damage_lines(e.get("double_frees") or [], e.get("leaked") or {})
+                                     for p, e in sc.expect.items()}))
+    assert items == expected
+    rc, out, err = run_main(capsys, "scenarios")
+    width = max(len(n) for n in gallery()) + 2
+    lines = out.splitlines()
+    first = expected[0]
+    assert lines[0] == f"{first['name']:<{width}} {first['title']}"
+    hurt = first["damage"]["pre_fix"]
+    assert lines[1] == " " * width + f" {'pre_fix':<13} assertion" + (f"; damage: {'; '.join(hurt)}" if hurt else "")
+    assert first["expect"]["described_fix"] != "assertion"  # crash_pr: the described fix hides the crash
+    at = 1 + list(first["expect"]).index("described_fix")
+    assert lines[at].startswith(" " * width + f" {'described_fix':<13} no assertion; damage: ")
+    assert len(lines) == sum(1 + len(i["expect"]) for i in expected) + 2 and lines[-2] == ""
+    assert lines[-1] == "presets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items())
+    quiet = [i for i in expected if any(not d for d in i["damage"].values())]
+    assert quiet, "some preset of some scenario leaves no damage: its line has no damage part"
+    i = quiet[0]
+    p = next(p for p, d in i["damage"].items() if not d)
+    row = lines[lines.index(f"{i['name']:<{width}} {i['title']}") + 1 + list(i["expect"]).index(p)]
+    assert row == " " * width + f" {p:<13} {'assertion' if i['expect'][p] == 'assertion' else 'no assertion'}"
+
+
+@pytest.mark.parametrize("argv, sentence", [
+    (["export"], "export needs a SCENARIO (a gallery name or a file), or --game for the levels page"),
+    (["export", "scenario_a", "-o", "x.html", "--storyboard", "d"],
+     "give either -o PAGE or --storyboard DIR, not both"),
+    (["export", "scenario_a", "--preset", "pre_fix", "--compare", "pre_fix,merged_fix"],
+     "give either --preset or --compare A,B, not both"),
+    (["export", "scenario_a", "--tour", "crash_pr", "--compare", "pre_fix,merged_fix"],
+     "a tour steps through one run's page; give --tour without --compare or --storyboard"),
+    (["export", "scenario_a", "--tour", "crash_pr", "--storyboard", "d"],
+     "a tour steps through one run's page; give --tour without --compare or --storyboard"),
+    (["export", "scenario_a", "--schedule", " "],
+     "--schedule is empty; give actor turns like 'R1 R2*2 ctl*', or leave it out for the scenario's own schedule"),
+    (["export", "--game", "--preset", "pre_fix", "--flag", "stale_guards=true", "scenario_a"],
+     "--game writes the levels page from the gallery; drop SCENARIO, --preset, --flag"),
+    (["export", "--game", "--compare", "a,b", "--schedule", "R1", "--storyboard", "d", "--tour", "t"],
+     "--game writes the levels page from the gallery; drop --compare, --schedule, --storyboard, --tour"),
+])
+def test_export_refusals(capsys, argv, sentence, simulations, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_main(capsys, *argv)
+    assert (rc, out, err) == (2, "", f"simcache: {sentence}\n")
+    assert simulations == [] and list(tmp_path.iterdir()) == []
+
+
+def test_export_refuses_a_bad_tour_a_bad_page_and_a_bad_folder_before_any_run(capsys, simulations, tmp_path):
+    rc, _, err = run_main(capsys, "export", "scenario_a", "--tour", "no_such_tour", "-o", str(tmp_path / "p.html"))
+    assert rc == 2 and err.startswith("simcache: ") and "no_such_tour" in err
+    (tmp_path / "page").mkdir()
+    rc, _, err = run_main(capsys, "export", "scenario_a", "-o", str(tmp_path / "page"))
+    assert (rc, err) == (2, f"simcache: -o must name a file, not the folder '{tmp_path / 'page'}'; e.g. -o run.html\n")
+    (tmp_path / "board").mkdir()
+    (tmp_path / "board" / "comment.md").mkdir()
+    rc, _, err = run_main(capsys, "export", "scenario_a", "--storyboard", str(tmp_path / "board"))
+    assert (rc, err) == (2, f"simcache: {tmp_path / 'board'} holds a folder named comment.md where a file goes; "
+                            "choose another --storyboard\n")
+    assert simulations == []
+
+
+@pytest.fixture
+def pages(monkeypatch):
+    from simcache import export
+
+    seen = []
+    real = export.export_html
+
+    def through(run, path, **kw):
+        seen.append((run, path, kw))
+        return real(run, path, **kw)
+
+    monkeypatch.setattr(export, "export_html", through)
+    return seen
+
+
+def test_export_one_run_and_a_comparison(capsys, simulations, pages, tmp_path, monkeypatch):
+    page = tmp_path / "one.html"
+    rc, out, err = run_main(capsys, "export", "scenario_a", "--preset", "merged_fix", "--flag", "stale_guards=true",
+                            "--schedule", "l3 mem*2", "-o", str(page), "--ops", "0:2")
+    assert (rc, out, err) == (0, f"{page}\n", "")
+    assert simulations == [(("scenario_a", "merged_fix", {"stale_guards": True}, "l3 mem*2"), dict(
+        device="cpu", ops=(0, 2), memory_limit_mb=None, progress=None))]
+    (run, path, kw), = pages
+    assert (path, kw) == (str(page), {"tour": None}) and run.preset == "merged_fix" and page.stat().st_size > 0
+    pair = tmp_path / "two.html"
+    rc, out, err = run_main(capsys, "export", "scenario_a", "--compare", "pre_fix, followup_fix", "-o", str(pair))
+    assert (rc, out, err) == (0, f"{pair}\n", "")
+    assert [a[1] for a, _ in simulations[1:]] == ["pre_fix", "followup_fix"]
+    run, path, kw = pages[1]
+    assert (run.preset, path, kw["compare"].preset) == ("pre_fix", str(pair), "followup_fix")
+
+
+def test_export_with_a_tour_takes_its_preset_unless_one_is_given(capsys, simulations, pages, tmp_path):
+    from simcache.tour import load as load_tour
+
+    tour = load_tour("crash_pr")
+    page = tmp_path / "t.html"
+    assert run_main(capsys, "export", "crash_pr", "--tour", "crash_pr", "-o", str(page))[0] == 0
+    assert simulations[0][0][1] == tour.preset and pages[0][2]["tour"].preset == tour.preset
+    other = next(p for p in PRESETS if p != tour.preset)  # a preset given is used, and the tour refuses the run
+    assert run_main(capsys, "export", "crash_pr", "--tour", "crash_pr", "--preset", other, "-o", str(page)) == (
+        2, "", f"simcache: tour crash_pr is for crash_pr under {tour.preset}, not crash_pr under {other}; take it on a "
+               f"run of crash_pr under {tour.preset}\n")
+    assert simulations[1][0][1] == other
+
+
+def test_export_to_stdout_prints_no_path(capsys, pages):
+    rc, out, err = run_main(capsys, "export", "scenario_a", "-o", "-")
+    assert rc == 0 and out.startswith("<!doctype html>") and out.endswith("</html>") and err == ""
+
+
+def test_export_default_page_name(capsys, pages, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_main(capsys, "export", "scenario_a") == (0, "run.html\n", "")
+    assert [p.name for p in tmp_path.iterdir()] == ["run.html"] and pages[0][1] == "run.html"
+
+
+def test_export_a_storyboard(capsys, simulations, tmp_path, monkeypatch):
+    from simcache import storyboard
+
+    boards = []
+
+    def board(run, folder, compare=None):
+        boards.append((run.preset, folder, None if compare is None else compare.preset))
+        return {"comment": Path(folder) / "comment.md", "gif": Path(folder) / "stale.gif"}
+
+    monkeypatch.setattr(storyboard, "write_storyboard", board)
+    folder = str(tmp_path / "b")
+    assert run_main(capsys, "export", "scenario_a", "--storyboard", folder, "--preset", "merged_fix") == (
+        0, f"{folder}/comment.md\n{folder}/stale.gif\n", "")
+    assert run_main(capsys, "export", "scenario_a", "--storyboard", folder, "--compare", "pre_fix,merged_fix")[0] == 0
+    assert boards == [("merged_fix", folder, None), ("pre_fix", folder, "merged_fix")]
+    assert [a[1] for a, _ in simulations] == ["merged_fix", "pre_fix", "merged_fix"]
+
+
+def test_export_the_game(capsys, monkeypatch, tmp_path):
+    from simcache import game_map
+
+    made = []
+
+    def page(path, numbers, say=None):
+        made.append((path, numbers))
+        say("level 2 ready")
+        return Path(path)
+
+    monkeypatch.setattr(game_map, "game_page", page)
+    monkeypatch.chdir(tmp_path)
+    assert run_main(capsys, "export", "--game") == (0, "game.html\n", "[export] precomputing level(s) 1, 2, 3, 4, 5\n"
+                                                                        "[export] level 2 ready\n")
+    assert run_main(capsys, "export", "--game", "2,4", "-o", "g.html") == (
+        0, "g.html\n", "[export] precomputing level(s) 2, 4\n[export] level 2 ready\n")
+    assert run_main(capsys, "export", "--game", "3", "-o", "-") == (
+        0, "", "[export] precomputing level(s) 3\n[export] level 2 ready\n")
+    assert made == [("game.html", [1, 2, 3, 4, 5]), ("g.html", [2, 4]), ("-", [3])]
+    rc, out, err = run_main(capsys, "export", "--game", "9")
+    assert rc == 2 and out == "" and err.startswith("simcache: ") and "9" in err
+
+
+@pytest.fixture
+def rates(monkeypatch):
+    from simcache import workload
+
+    seen = []
+    real = workload.crash_rates
+
+    def through(*a):
+        seen.append(a)
+        return real(*a)
+
+    monkeypatch.setattr(workload, "crash_rates", through)
+    return seen
+
+
+def test_workload_hands_its_numbers_to_the_rates_and_prints_the_table(capsys, rates):
+    from simcache.workload import table
+
+    argv = ["workload", "--presets", "pre_fix", "followup_fix", "--pressures", "2", "0.5", "--streams", "2",
+            "--requests", "6", "--seed", "3", "--jobs", "1"]
+    rc, out, err = run_main(capsys, *argv)
+    (a,) = rates
+    assert a[:5] == (["pre_fix", "followup_fix"], [2.0, 0.5], 2, 3, 1) and a[5].requests == 6 and a[6] is None
+    rows = json.loads(run_main(capsys, *argv, "--json")[1])
+    assert (rc, err, out) == (0, "", table(rows) + "\n")
+    rc, out, _ = run_main(capsys, *argv, "--signatures")
+    extra = [f"{r['preset']:>14} p={r['pressure']:<5g} {n:4d}  {sig}" for r in rows for sig, n in
+             r["signatures"].items()]
+    assert out == table(rows) + "\n" + "".join(line + "\n" for line in extra)
+    assert run_main(capsys, *argv, "--signatures", "--json")[1] == json.dumps(rows, indent=1) + "\n"
+
+
+@pytest.mark.parametrize("argv, sentence", [
+    (["--presets", "newest", "pre_fix", "x" * 50],
+     f"unknown preset(s) 'newest', '{'x' * 39}... (52 characters); choose from {', '.join(PRESETS)}"),
+    (["--presets", *[f"p{i}" for i in range(7)]],
+     f"unknown preset(s) 'p0', 'p1', 'p2', 'p3', 'p4'; choose from {', '.join(PRESETS)}"),
+    (["--presets", "pre_fix", "merged_fix", "pre_fix"], "--presets names a preset twice; name each once"),
+    (["--pressures", *["1"] * 101], "--pressures takes at most 100 values"),
+    (["--streams", "100000", "--requests", "10000", "--presets", "pre_fix", "--pressures", "1"],
+     f"this workload has 1,000,000,000 chat turns (streams x requests x presets x pressures); keep it under "
+     f"{MAX_WORKLOAD_TURNS:,}"),
+])
+def test_workload_refusals(capsys, rates, argv, sentence):
+    assert run_main(capsys, "workload", *argv) == (2, "", f"simcache: {sentence}\n")
+    assert rates == []
+
+
+def test_workload_at_its_turn_limit_runs(capsys, monkeypatch):
+    from simcache import workload
+
+    calls = []
+    monkeypatch.setattr(workload, "crash_rates", lambda *a: calls.append(a) or [])
+    monkeypatch.setattr(workload, "table", lambda rows: "TABLE")
+    streams = MAX_WORKLOAD_TURNS // 10_000
+    assert run_main(capsys, "workload", "--streams", str(streams), "--requests", "10000", "--presets", "pre_fix",
+                    "--pressures", "1", "--progress") == (0, "TABLE\n", "")
+    assert calls[0][2] == streams and calls[0][6] is not None
+    assert run_main(capsys, "workload", "--streams", str(streams + 1), "--requests", "10000", "--presets",
+                    "pre_fix", "--pressures", "1")[0] == 2
+
+
+# --- main's exits --------------------------------------------------------------------------------------------------
+
+def test_a_mistake_is_said_with_a_lower_case_first_letter(capsys, monkeypatch):
+    def refuse(message):
+        def fn(a):
+            raise ConfigError(message)
+        return fn
+
+    for message, said in (("Unknown thing; fix it", "unknown thing; fix it"), ("", "bad input"),
+                          ("A\nB", "a\\nB"), ("x", "x")):
+        monkeypatch.setattr(cli, "cmd_scenarios", refuse(message))
+        assert run_main(capsys, "scenarios") == (2, "", f"simcache: {said}\n")
+    monkeypatch.setattr(cli, "cmd_scenarios", lambda a: (_ for _ in ()).throw(ScenarioError("S" + "y" * 300)))
+    assert run_main(capsys, "scenarios")[2] == f"simcache: s{'y' * 39}... (301 characters)\n"
+
+
+def test_ctrl_c_a_closed_reader_and_a_full_disk(capsys, monkeypatch):
+    dropped = []
+    monkeypatch.setattr(cli, "_drop_stdout", lambda: dropped.append(True))
+
+    def raising(exc):
+        def fn(a):
+            raise exc
+        return fn
+
+    monkeypatch.setattr(cli, "cmd_scenarios", raising(KeyboardInterrupt()))
+    assert run_main(capsys, "scenarios") == (130, "", "simcache: interrupted (Ctrl-C); nothing was written\n")
+    monkeypatch.setattr(cli, "cmd_scenarios", raising(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    assert run_main(capsys, "scenarios") == (0, "", "") and dropped == [True]
+    for code in (errno.ENOSPC, errno.EBADF, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EINVAL):
+        monkeypatch.setattr(cli, "cmd_scenarios", raising(OSError(code, os.strerror(code))))
+        assert run_main(capsys, "scenarios") == (1, "", f"simcache: cannot write the output: {os.strerror(code)}; "
+                                                        "free some space or write it elsewhere\n")
+    assert len(dropped) == 7
+    monkeypatch.setattr(cli, "cmd_scenarios", raising(OSError(errno.ENOSPC, None)))
+    assert run_main(capsys, "scenarios")[2] == (f"simcache: cannot write the output: {OSError(errno.ENOSPC, None)}; "
+                                                "free some space or write it elsewhere\n")
+    for other in (OSError(errno.ENOSPC, "No space left on device", "/some/file"), OSError(errno.EACCES, "denied")):
+        monkeypatch.setattr(cli, "cmd_scenarios", raising(other))
+        with pytest.raises(OSError) as e:
+            main(["scenarios"])
+        assert e.value is other
+    assert len(dropped) == 8
+
+
+def test_the_result_goes_through_stdout_flush(capsys, monkeypatch):
+    flushed = []
+
+    class Out(io.StringIO):
+        def flush(self):
+            flushed.append(self.getvalue())
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cli, "_drop_stdout", lambda: None)
+    monkeypatch.setattr(sys, "stdout", Out())
+    monkeypatch.setattr(cli, "cmd_scenarios", lambda a: print("done") or 0)
+    assert main(["scenarios"]) == 1
+    assert flushed == ["done\n"]
+    assert capsys.readouterr().err == ("simcache: cannot write the output: No space left on device; free some space "
+                                       "or write it elsewhere\n")
+
+
+def test_a_closed_or_missing_stdout_is_said_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "build_parser", lambda: pytest.fail("parsed with no stdout"))
+    closed = io.StringIO()
+    closed.close()
+    for out in (None, closed):
+        monkeypatch.setattr(sys, "stdout", out)
+        assert main(["scenarios"]) == 1
+        assert capsys.readouterr().err == ("simcache: standard output is closed, so the result cannot be shown; run "
+                                           "it with stdout open (or redirect it to a file)\n")
+
+
+def test_main_reads_sys_argv_when_given_nothing(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["simcache", "scenarios", "--json"])
+    assert main() == 0 and json.loads(capsys.readouterr().out)[0]["name"] == next(iter(gallery()))
+    monkeypatch.setattr(sys, "argv", ["simcache", "workload", "--pressures", "-inf", "--streams", "0"])
+    assert main() == 2  # -inf is read as a value, not an option: the first mistake said is the streams
+    assert capsys.readouterr().err == ("simcache: --streams must be a whole number >= 1, not 0; write plain digits "
+                                       "like --streams 1\n")
+
+
+def test_say_never_raises(capsys, monkeypatch):
+    _say("a sentence")
+    assert capsys.readouterr().err == "simcache: a sentence\n"
+    for err in (None, io.StringIO()):
+        if err is not None:
+            err.close()
+        monkeypatch.setattr(sys, "stderr", err)
+        _say("lost")
+
+    class Full(io.StringIO):
+        def write(self, s):
+            raise OSError(errno.ENOSPC, "full")
+
+    monkeypatch.setattr(sys, "stderr", Full())
+    _say("lost")
+
+
+def test_drop_stdout_points_the_descriptor_at_devnull(monkeypatch):
+    read, write = os.pipe()
+    try:
+        monkeypatch.setattr(sys, "stdout", NS(fileno=lambda: write))
+        _drop_stdout()
+        null = os.stat(os.devnull)
+        assert (os.fstat(write).st_rdev, os.fstat(write).st_ino) == (null.st_rdev, null.st_ino)
+        os.write(write, b"gone")
+        assert os.read(read, 10) == b""  # the pipe has no writer left, and nothing reached it
+        before = len(os.listdir("/proc/self/fd"))
+        _drop_stdout()
+        assert len(os.listdir("/proc/self/fd")) == before  # the /dev/null descriptor it opened is closed again
+    finally:
+        os.close(read)
+        os.close(write)
+    closed = io.StringIO()
+    closed.close()
+    for out in (closed, None, NS(fileno=lambda: 10_000)):
+        monkeypatch.setattr(sys, "stdout", out)
+        _drop_stdout()
