@@ -246,3 +246,39 @@ def test_the_bar_is_closed_even_when_the_search_fails(monkeypatch):
     with pytest.raises(ScenarioError):
         cli_explore(args(progress=True))
     assert closed == [True]
+
+
+@pytest.mark.parametrize("shrinking", [True, False])
+def test_the_minimal_case_keeps_the_searchs_preset_flags_and_failure(tmp_path, capsys, shrinking):
+    """hidden_needle's own schedule is clean, so a case built from it instead of the failure would not fail."""
+    import yaml
+
+    from simcache.explore.shrink import shrink
+    from simcache.scenario import load
+
+    folder = tmp_path / "out"
+    assert cli_explore(args(scenario="hidden_needle", preset="merged_fix", flag=["stale_guards=true"], out=str(folder),
+                            json=True, shrink=shrinking)) == 0
+    printed = capsys.readouterr().out
+    out = json.loads(printed)
+    assert printed == json.dumps(out, indent=1) + "\n"
+    saved = (folder / "explore.json").read_text()
+    assert saved == json.dumps({k: v for k, v in out.items() if k != "written"}, indent=1) + "\n"
+    doc = yaml.safe_load((folder / "minimal.yaml").read_text())
+    assert (doc["preset"], doc["flags"]) == ("merged_fix", {"stale_guards": True})
+    failing = out["first_failure"]["schedule"]
+    if shrinking:
+        sh = shrink(load("hidden_needle"), "merged_fix", {"stale_guards": True}, failing)
+        assert out["minimal"] == dict(sh.as_dict(), shrunk=True)
+    else:
+        assert doc["schedule"] == failing == out["minimal"]["schedule"]
+
+
+def test_the_text_summary_shows_the_minimal_case_and_the_bar_follows_the_search(capsys):
+    assert cli_explore(args(progress=True)) == 0
+    out, err = capsys.readouterr()
+    assert "  shrink it with --shrink: mem l3 mem  (3 steps, 2 switches) -> " in out
+    assert err.startswith("\rexplore scenario_a: 0 runs  failing 0  level 0  pruned 0  ") and err.endswith("\033[K\n")
+    quiet = args()
+    del quiet.progress  # a namespace without --progress shows no bar
+    assert cli_explore(quiet) == 0 and capsys.readouterr().err == ""

@@ -163,6 +163,12 @@ def test_an_explorer_worker_takes_its_plan_and_starts_with_an_empty_damage_memo(
 def test_an_explorer_pool_starts_its_workers_with_the_plan(monkeypatch):
     from simcache.explore import workers
 
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert workers.make_pool(1, None)._max_workers == 1  # as many as asked for, not one per core
+    chosen = multiprocessing.get_context("spawn" if mp_context().get_start_method() == "fork" else "fork")
+    monkeypatch.setattr(workers, "mp_context", lambda: chosen)
+    assert workers.make_pool(1, None)._mp_context is chosen  # the start method pool.mp_context chooses
+    monkeypatch.undo()
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     plan = ("a", "plan")
     pool = workers.make_pool(3, plan)
