@@ -123,6 +123,9 @@ def test_trace_options():
         ops=None, memory_limit_mb=0.5, progress=None)
     assert _trace_options(NS(memory_limit=str(MAX_MEMORY_LIMIT_MB)))["memory_limit_mb"] == 1_048_576.0
     assert MAX_MEMORY_LIMIT_MB == 1 << 20
+    with pytest.raises(UsageError) as e:
+        _trace_options(NS(memory_limit="lots"))
+    assert str(e.value) == "--memory-limit takes plain numbers like 0.5 1 2, not 'lots'"
     for bad in ("0", "-1", str(MAX_MEMORY_LIMIT_MB + 1), "1e9", "-0", "nan", "inf", "9" * 12 + "." + "9" * 12 + "e+99"):
         with pytest.raises(UsageError) as e:
             _trace_options(NS(memory_limit=bad))
@@ -151,7 +154,7 @@ def test_signed_numbers_are_kept_as_values():
 
 def test_one_line():
     assert one_line("a\nb\tc\x00d\x1be") == "a\\nb\\tc\\x00d\\x1be"
-    assert one_line("ok é ü") == "ok é ü"
+    assert one_line("ok é ü 'q' \\") == "ok é ü 'q' \\"  # printable: kept as it is, a backslash too
     word = "w" * 201
     assert one_line(f"x {word} y") == f"x {'w' * 40}... (201 characters) y"
     assert one_line("v" * 200) == "v" * 200
@@ -378,16 +381,20 @@ def rates(monkeypatch):
 def test_workload_hands_its_numbers_to_the_rates_and_prints_the_table(capsys, rates):
     from simcache.workload import table
 
-    argv = ["workload", "--presets", "pre_fix", "followup_fix", "--pressures", "2", "0.5", "--streams", "2",
-            "--requests", "6", "--seed", "3", "--jobs", "1"]
-    rc, out, err = run_main(capsys, *argv)
+    argv = ["workload", "--presets", "pre_fix", "followup_fix", "--pressures", "16", "0.5", "--streams", "10",
+            "--requests", "32", "--seed", "4", "--jobs", "1"]
+    rc, out, err = run_main(capsys, *argv, "--progress")
     (a,) = rates
-    assert a[:5] == (["pre_fix", "followup_fix"], [2.0, 0.5], 2, 3, 1) and a[5].requests == 6 and a[6] is None
+    assert a[:5] == (["pre_fix", "followup_fix"], [16.0, 0.5], 10, 4, 1) and a[5].requests == 32 and a[6] is not None
+    assert err.startswith("\rworkload: [") and err.endswith("\033[K\n")
     rows = json.loads(run_main(capsys, *argv, "--json")[1])
-    assert (rc, err, out) == (0, "", table(rows) + "\n")
+    assert rates[1][6] is None  # no bar asked for and stderr is not a terminal
+    assert (rc, out) == (0, table(rows) + "\n")
     rc, out, _ = run_main(capsys, *argv, "--signatures")
     extra = [f"{r['preset']:>14} p={r['pressure']:<5g} {n:4d}  {sig}" for r in rows for sig, n in
              r["signatures"].items()]
+    assert extra == ["       pre_fix p=16       1  AssertionError: parent does not have child key, 100 @ "
+                     "_delete_tombstone_leaf"]
     assert out == table(rows) + "\n" + "".join(line + "\n" for line in extra)
     assert run_main(capsys, *argv, "--signatures", "--json")[1] == json.dumps(rows, indent=1) + "\n"
 
@@ -399,6 +406,7 @@ def test_workload_hands_its_numbers_to_the_rates_and_prints_the_table(capsys, ra
      f"unknown preset(s) 'p0', 'p1', 'p2', 'p3', 'p4'; choose from {', '.join(PRESETS)}"),
     (["--presets", "pre_fix", "merged_fix", "pre_fix"], "--presets names a preset twice; name each once"),
     (["--pressures", *["1"] * 101], "--pressures takes at most 100 values"),
+    (["--pressures", "1", "two"], "--pressures takes plain numbers like 0.5 1 2, not 'two'"),
     (["--streams", "100000", "--requests", "10000", "--presets", "pre_fix", "--pressures", "1"],
      f"this workload has 1,000,000,000 chat turns (streams x requests x presets x pressures); keep it under "
      f"{MAX_WORKLOAD_TURNS:,}"),
@@ -420,6 +428,9 @@ def test_workload_at_its_turn_limit_runs(capsys, monkeypatch):
     assert calls[0][2] == streams and calls[0][6] is not None
     assert run_main(capsys, "workload", "--streams", str(streams + 1), "--requests", "10000", "--presets",
                     "pre_fix", "--pressures", "1")[0] == 2
+    assert run_main(capsys, "workload", "--streams", "1", "--requests", "1", "--presets", "pre_fix", "--pressures",
+                    *[str(p) for p in range(1, 101)]) == (0, "TABLE\n", "")  # 100 pressures: the most allowed
+    assert calls[1][1] == [float(p) for p in range(1, 101)] and calls[1][6] is None
 
 
 # --- main's exits --------------------------------------------------------------------------------------------------
@@ -541,3 +552,72 @@ def test_drop_stdout_points_the_descriptor_at_devnull(monkeypatch):
     for out in (closed, None, NS(fileno=lambda: 10_000)):
         monkeypatch.setattr(sys, "stdout", out)
         _drop_stdout()
+
+
+def test_each_commands_defaults():
+    parser = cli.build_parser()
+    common = dict(preset=None, flag=None, schedule=None, device="cpu", ops=None, memory_limit=None, progress=False)
+    assert vars(parser.parse_args(["run", "s"])) == dict(command="run", scenario="s", json=False, fn=cli.cmd_run,
+                                                         **common)
+    assert vars(parser.parse_args(["scenarios"])) == dict(command="scenarios", json=False, fn=cli.cmd_scenarios)
+    assert vars(parser.parse_args(["export"])) == dict(command="export", scenario=None, compare=None, output=None,
+                                                       storyboard=None, game=None, tour=None, fn=cli.cmd_export,
+                                                       **common)
+    assert vars(parser.parse_args(["explore", "s"])) == dict(
+        command="explore", scenario="s", preset=None, flag=None, strategy="exhaustive", bound=None, reduce="state",
+        seed="0", budget=None, shrink=False, out=None, jobs="1", progress=False, json=False, fn=cli.cmd_explore)
+    assert vars(parser.parse_args(["workload"])) == dict(
+        command="workload", presets=["pre_fix", "merged_fix", "followup_fix"], pressures=["0.5", "1", "2", "4", "8"],
+        streams="50", requests="32", seed="0", jobs="1", signatures=False, progress=False, json=False,
+        fn=cli.cmd_workload)
+    assert parser.parse_args(["explore", "s", "--flag", "a=1", "--flag", "b=2"]).flag == ["a=1", "b=2"]
+    assert parser.parse_args(["export", "--game"]).game == "all"
+
+
+def test_explore_through_main(capsys):
+    rc, out, err = run_main(capsys, "explore", "scenario_a", "--json")
+    assert (rc, err) == (0, "") and json.loads(out)["scenario"] == "scenario_a"
+    assert json.loads(out)["bound"] == 2 and json.loads(out)["strategy"] == "exhaustive"
+
+
+@pytest.mark.parametrize("module, argv, what", [("simcache.export", ["export", "scenario_a"], "export view"),
+                                                ("simcache.explore", ["explore", "scenario_a"], "explore command")])
+def test_a_missing_part_of_a_partial_install_is_one_sentence(capsys, monkeypatch, module, argv, what):
+    monkeypatch.setitem(sys.modules, module, None)
+    assert run_main(capsys, *argv) == (2, "", f"simcache: the {what} is not available (import of {module} halted; "
+                                              "None in sys.modules)\n")
+
+
+def test_export_a_comparison_or_storyboard_hands_every_setting_to_each_run(capsys, simulations, monkeypatch, tmp_path):
+    from simcache import export, storyboard
+
+    monkeypatch.setattr(export, "export_html", lambda run, path, **kw: Path(path))
+    monkeypatch.setattr(storyboard, "write_storyboard", lambda run, folder, compare=None: {})
+    settings = ["--flag", "stale_guards=true", "--schedule", "l3 mem*2", "--ops", "1:", "--memory-limit", "5000"]
+    want = dict(device="cpu", ops=(1, None), memory_limit_mb=5000.0, progress=None)
+    for extra in (["-o", str(tmp_path / "p.html")], ["--storyboard", str(tmp_path / "b")]):
+        simulations.clear()
+        assert run_main(capsys, "export", "scenario_a", "--compare", "pre_fix,merged_fix", *settings, *extra)[0] == 0
+        assert simulations == [(("scenario_a", p, {"stale_guards": True}, "l3 mem*2"), want)
+                               for p in ("pre_fix", "merged_fix")]
+    simulations.clear()
+    assert run_main(capsys, "export", "scenario_a", "--preset", "merged_fix", *settings, "--storyboard",
+                    str(tmp_path / "c"))[0] == 0
+    assert simulations == [(("scenario_a", "merged_fix", {"stale_guards": True}, "l3 mem*2"), want)]
+
+
+def test_a_stdout_without_a_closed_attribute_is_written_to(monkeypatch):
+    class Plain:
+        def __init__(self):
+            self.text = []
+
+        def write(self, s):
+            self.text.append(s)
+
+        def flush(self):
+            pass
+
+    out = Plain()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert main(["scenarios", "--json"]) == 0
+    assert json.loads("".join(out.text))[0]["name"] == next(iter(gallery()))
