@@ -156,7 +156,8 @@ MODULES = {
     # the command line: each command's --help (docs/cli.md), the small parsers, what each command hands on, exits
     "simcache/cli.py": ["tests/test_core_exact_cli.py"],
     # the code pane's frames: the stack at a micro-step, its lines, node locals, fix lines and SGLang locations
-    "simcache/codepane.py": ["tests/test_core_exact_codepane.py", "tests/test_codepane_exact.py", "tests/test_codepane.py"],
+    "simcache/codepane.py": ["tests/test_core_exact_codepane.py", "tests/test_codepane_exact.py",
+                             "tests/test_codepane.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
