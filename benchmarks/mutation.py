@@ -158,6 +158,13 @@ MODULES = {
     # the code pane's frames: the stack at a micro-step, its lines, node locals, fix lines and SGLang locations
     "simcache/codepane.py": ["tests/test_core_exact_codepane.py", "tests/test_codepane_exact.py",
                              "tests/test_codepane.py"],
+    # teaching beyond the views: the tours (model and file), the be-the-scheduler game, the teaching helpers
+    "simcache/tour.py": ["tests/test_tour.py"],
+    "simcache/tour_file.py": ["tests/test_tour.py"],
+    "simcache/game.py": ["tests/test_game_levels.py"],
+    "simcache/game_levels.py": ["tests/test_game_levels.py"],
+    "simcache/game_map.py": ["tests/test_game_levels.py"],
+    "simcache/teach.py": ["tests/test_teach.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
