@@ -159,7 +159,7 @@ MODULES = {
     "simcache/codepane.py": ["tests/test_core_exact_codepane.py", "tests/test_codepane_exact.py",
                              "tests/test_codepane.py"],
     # teaching beyond the views: the tours (model and file), the be-the-scheduler game, the teaching helpers
-    "simcache/tour.py": ["tests/test_tour.py"],
+    "simcache/tour.py": ["tests/test_core_exact_tour.py", "tests/test_tour.py"],
     "simcache/tour_file.py": ["tests/test_tour.py"],
     "simcache/game.py": ["tests/test_game_levels.py"],
     "simcache/game_levels.py": ["tests/test_game_levels.py"],
