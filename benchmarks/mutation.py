@@ -160,7 +160,7 @@ MODULES = {
                              "tests/test_codepane.py"],
     # teaching beyond the views: the tours (model and file), the be-the-scheduler game, the teaching helpers
     "simcache/tour.py": ["tests/test_core_exact_tour.py", "tests/test_tour.py"],
-    "simcache/tour_file.py": ["tests/test_tour.py"],
+    "simcache/tour_file.py": ["tests/test_core_exact_tour_file.py", "tests/test_tour.py"],
     "simcache/game.py": ["tests/test_game_levels.py"],
     "simcache/game_levels.py": ["tests/test_game_levels.py"],
     "simcache/game_map.py": ["tests/test_game_levels.py"],
