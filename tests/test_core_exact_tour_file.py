@@ -58,6 +58,9 @@ def test_a_tour_read_field_by_field():
                 Choice("g", {"attached": {"node": "#8", "is": True}}, True),
                 Choice("h", {"outcome": {"is": "assertion"}}, False)))))
     assert from_doc(base()).stops[1].answer == 1
+    one = base()
+    one["stops"] = one["stops"][2:]
+    assert [s.title for s in from_doc(one).stops] == ["Stop 1"]  # one stop is a tour
     no_intro = base()
     del no_intro["intro"]
     assert from_doc(no_intro).intro == "" and from_doc(no_intro).name == "tour"
@@ -103,6 +106,10 @@ CASES = [
      "tour is missing 'title'; its fields are intro, preset, scenario, stops, title"),
     (lambda: edit("title", "   "), "tour.title must be non-empty text, not '   '"),
     (lambda: edit("title", 7), "tour.title must be non-empty text, not 7"),
+    (lambda: edit("title", " " * 50), f"tour.title must be non-empty text, not '{' ' * 39}... (52 characters)"),
+    (lambda: {**base(), "k" * 50: 1}, f"tour has unknown field '{'k' * 39}... (52 characters); its fields are intro, "
+                                      "preset, scenario, stops, title"),
+    (lambda: edit("stops.0", "m" * 50), f"{S1} must be a mapping, not '{'m' * 39}... (52 characters)"),
     (lambda: edit("title", "t" * (MAX_TEXT + 1)), "tour.title is 2,001 characters long; keep it under 2,000"),
     (lambda: edit("intro", ""), "tour.intro must be non-empty text, not ''"),
     (lambda: edit("scenario", None), "tour.scenario must be non-empty text, not None"),
@@ -230,6 +237,10 @@ def test_files_by_name_and_by_path(tmp_path):
         load("n" * 70)
     assert str(e.value) == (f"no tour named '{'n' * 59}... (72 characters) and no such file; gallery tours: "
                             "crash_pr, scenario_a")
+    (tmp_path / "broken.yaml").write_text("title: [\n")
+    with pytest.raises(TourError) as e:
+        load(tmp_path / "broken.yaml")
+    assert str(e.value).startswith("broken.yaml is not valid YAML at line")
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(TourError) as e:
         load(tmp_path / "broken.json")
