@@ -164,7 +164,7 @@ MODULES = {
     "simcache/game.py": ["tests/test_game_levels.py"],
     "simcache/game_levels.py": ["tests/test_core_exact_game_levels.py", "tests/test_game_levels.py"],
     "simcache/game_map.py": ["tests/test_game_levels.py"],
-    "simcache/teach.py": ["tests/test_teach.py"],
+    "simcache/teach.py": ["tests/test_core_exact_teach.py", "tests/test_teach.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
