@@ -171,10 +171,11 @@ def test_a_failure_or_a_shrink_in_words():
     class Shrunk:
         def as_dict(self):
             return dict(schedule="A B", steps=2, preemptions=0, assertion="E", raised_in="g",
-                        actors={"A": 1, "B": 3}, candidates=17)
+                        actors={"A": 1, "B": 2, "C": 3}, candidates=17)
 
     assert teach.summary(Shrunk()) == ("schedule: A B  (2 operations, 0 preemption(s))\nraised:   E in g\n"
-                                       "actors:   A (1 op), B (3 ops)\nshrinking tried 17 smaller candidates")
+                                       "actors:   A (1 op), B (2 ops), C (3 ops)\n"
+                                       "shrinking tried 17 smaller candidates")
 
 
 def test_the_outcome_table():
@@ -205,7 +206,7 @@ def test_the_outcome_table():
 def test_surprises_against_the_scenario_files(monkeypatch):
     from simcache import scenario as scenario_module
 
-    table = teach.outcome_table(["scenario_a", "crash_pr"], ["pre_fix", "followup_fix"])
+    table = teach.outcome_table(["crash_pr", "scenario_a"], ["pre_fix", "followup_fix"])
     real = scenario_module.load
 
     def expecting(name):
@@ -216,9 +217,9 @@ def test_surprises_against_the_scenario_files(monkeypatch):
         return NS(expect=want, name=sc.name)
 
     monkeypatch.setattr(teach, "load", expecting)
-    assert table.unexpected() == [
-        ("scenario_a", "pre_fix", "outcome: expected clean, got assertion"),
-        ("crash_pr", "pre_fix", "raised_in: expected evict, got _delete_tombstone_leaf")]
+    assert table.unexpected() == [  # crash_pr under followup_fix expects nothing: it is passed over
+        ("crash_pr", "pre_fix", "raised_in: expected evict, got _delete_tombstone_leaf"),
+        ("scenario_a", "pre_fix", "outcome: expected clean, got assertion")]
 
 
 def test_workload_rows():
@@ -235,3 +236,17 @@ def test_play_picks_each_actor_in_turn():
     game = NS(scenario=NS(lengths={"R1": 2, "ctl": 3}), pick=picked.append, run="the last run")
     assert teach.play(game, "R1 ctl*2 R1") == "the last run"
     assert picked == ["R1", "ctl", "ctl", "R1"]
+
+
+def test_a_figure_as_a_png():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from simcache.render.plots import to_png
+
+    fig = Figure(figsize=(1, 1))
+    fig.add_subplot().plot([0, 1], [1, 0])
+    png = teach.figure(fig)._repr_png_()
+    assert png.startswith(b"\x89PNG") and png == to_png(fig)
