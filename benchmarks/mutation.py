@@ -163,7 +163,7 @@ MODULES = {
     "simcache/tour_file.py": ["tests/test_core_exact_tour_file.py", "tests/test_tour.py"],
     "simcache/game.py": ["tests/test_game_levels.py"],
     "simcache/game_levels.py": ["tests/test_core_exact_game_levels.py", "tests/test_game_levels.py"],
-    "simcache/game_map.py": ["tests/test_game_levels.py"],
+    "simcache/game_map.py": ["tests/test_core_exact_game_map.py", "tests/test_game_levels.py"],
     "simcache/teach.py": ["tests/test_core_exact_teach.py", "tests/test_teach.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
