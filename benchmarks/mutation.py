@@ -161,7 +161,7 @@ MODULES = {
     # teaching beyond the views: the tours (model and file), the be-the-scheduler game, the teaching helpers
     "simcache/tour.py": ["tests/test_core_exact_tour.py", "tests/test_tour.py"],
     "simcache/tour_file.py": ["tests/test_core_exact_tour_file.py", "tests/test_tour.py"],
-    "simcache/game.py": ["tests/test_game_levels.py"],
+    "simcache/game.py": ["tests/test_core_exact_game.py", "tests/test_game_levels.py"],
     "simcache/game_levels.py": ["tests/test_core_exact_game_levels.py", "tests/test_game_levels.py"],
     "simcache/game_map.py": ["tests/test_core_exact_game_map.py", "tests/test_game_levels.py"],
     "simcache/teach.py": ["tests/test_core_exact_teach.py", "tests/test_teach.py"],
