@@ -285,3 +285,103 @@ def test_without_a_kernel_a_static_snapshot(monkeypatch):
     assert len(shown) == 1 and shown[0].data == plain.static_html() and "<p><b>Level" not in shown[0].data
     assert game._repr_mimebundle_() == game.widget._repr_mimebundle_()
     assert game_module.SchedulerGame is SchedulerGame
+
+
+DEAD = "From here no order of the remaining moves reaches the assertion: undo, or ask for a hint."
+
+
+def test_the_dead_end_is_said_once_where_it_begins(monkeypatch):
+    game = at_level(2)
+    game.pick("l3")
+    assert game.said == DEAD
+    game.pick("mem")  # still no way to the goal, but that began a move earlier
+    assert game.said == ""
+    monkeypatch.setattr(game_module, "reaction", lambda run, k, upto=None: "Broke it.")
+    again = at_level(2)
+    again.pick("l3")
+    assert again.said == "Broke it. " + DEAD
+    assert SchedulerGame.from_level(2, widgets=False).widget is None
+
+
+def test_hints_after_a_win_and_from_a_given_answer():
+    won = at_level(1)
+    won.pick("mem"), won.pick("mem")
+    won.hints_shown = len(level(1).hints)
+    assert won.reached_assertion and won.hint() == "Your schedule already contains the whole solution."
+    two = at_level(3)
+    two.hints_shown = 3
+    for a in ("A", "B", "mem", "mem"):
+        two.pick(a)
+    assert two.hint() == "From here the assertion is 2 moves away: try C."
+    given = SchedulerGame("scenario_a", minimal="l3 mem*2", widgets=False)
+    assert given.hint() == "You are on the solution's path: next, move l3."
+    with pytest.raises(ScheduleError) as e:
+        SchedulerGame("crash_pr", widgets=False).pick("nobody")
+    assert str(e.value) == "actor 'nobody' has no operation left; choose one of pf, R2, R4, R6, mem, ctl, R7"
+
+
+def test_stepping_inside_a_move_whose_actor_is_not_the_last_one():
+    game = at_level(4, widgets=True)
+    for a in ("pf", "R2", "pf", "R4", "mem"):
+        game.pick(a)
+    pts = game.step_inside("R6")
+    run, k = game.run, len(game.turns) - 1
+    from simcache.game_levels import reaction
+
+    said = [game.said]
+    for _ in pts[1:]:
+        game.next_point()
+        said.append(game.said)
+    assert said == [reaction(run, k, upto=p) for p in pts] and len(set(said)) > 1
+    game.undo()
+    game.step_inside("R6")
+    deep = next(i for i, p in enumerate(pts) if len(run.trace.steps[p].stack) > 3)
+    for _ in range(deep):
+        game.next_point()
+    s = run.trace.steps[pts[deep]]
+    assert game.message() == (f"Inside R6's operation, point {deep + 1} of {len(pts)}: {s.text} (in "
+                              f"{' > '.join(s.stack[-3:])}). Next point, or pick R6 to finish it.")
+    assert [(a, b.disabled) for a, b in game.buttons.items()] == [(a, a != "R6") for a in game.buttons]
+    assert game.timeline.value == timeline_svg(run.trace, pts[deep], title="your schedule")
+
+
+def test_stepping_inside_after_an_initial_injection():
+    from simcache.game_levels import points
+
+    game = SchedulerGame("scenario_a", widgets=False)  # its initial state is operation 0 of every run
+    game.pick("mem")
+    assert game._init_ops() == 1
+    pts = game.step_inside("mem")
+    assert pts == points(game.run, 2) and pts
+    from simcache.game_levels import reaction
+
+    assert game.said == reaction(game.run, 2, upto=pts[0])
+    while game.next_point() is not None:
+        pass
+    assert game.said == reaction(game.run, 2)
+
+
+def test_the_widgets_own_settings_and_the_timeline_after_a_move():
+    from simcache.render.display import page_css
+
+    game = at_level(3, widgets=True)
+    assert game.widget.children[0].value == page_css(".sc-static{display:none}")
+    assert all(b.layout.width == "auto" for b in game.buttons.values())
+    box = game.inside_box
+    assert (box.indent, box.value, box.layout.width) == (False, False, "auto")
+    assert [b.description for b in (game.undo_button, game.reset_button, game.hint_button)] == ["undo", "reset",
+                                                                                                 "hint"]
+    game.pick("A")
+    t = game.run.trace
+    assert game.timeline.value == timeline_svg(t, len(t.steps) - 1, title="your schedule")
+    assert game.buttons["A"].disabled is True and game.buttons["A"].button_style == "info"
+    assert game.buttons["B"].disabled is False
+
+
+def test_a_free_games_static_snapshot():
+    from simcache.render.display import svg_img
+
+    game = SchedulerGame("scenario_a", widgets=False)
+    assert game.static_html().startswith('<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif">'
+                                         "<p><b>Be the scheduler</b> (the buttons need a running kernel")
+    assert game.static_html().endswith(f"<p>{escape(game.message())}</p>{svg_img(game.tree_svg())}</div>")
