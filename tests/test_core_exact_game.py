@@ -313,6 +313,10 @@ def test_hints_after_a_win_and_from_a_given_answer():
     for a in ("A", "B", "mem", "mem"):
         two.pick(a)
     assert two.hint() == "From here the assertion is 2 moves away: try C."
+    past = at_level(2)
+    past.hints_shown = 2
+    past.pick("mem")  # the first move left, mem, is not on a shortest way: l3 is
+    assert past.hint() == "From here the assertion is 2 moves away: try l3."
     given = SchedulerGame("scenario_a", minimal="l3 mem*2", widgets=False)
     assert given.hint() == "You are on the solution's path: next, move l3."
     with pytest.raises(ScheduleError) as e:
@@ -346,19 +350,33 @@ def test_stepping_inside_a_move_whose_actor_is_not_the_last_one():
 
 
 def test_stepping_inside_after_an_initial_injection():
-    from simcache.game_levels import points
+    from simcache.game_levels import points, reaction
 
     game = SchedulerGame("scenario_a", widgets=False)  # its initial state is operation 0 of every run
-    game.pick("mem")
-    assert game._init_ops() == 1
     pts = game.step_inside("mem")
-    assert pts == points(game.run, 2) and pts
-    from simcache.game_levels import reaction
-
-    assert game.said == reaction(game.run, 2, upto=pts[0])
+    assert game._init_ops() == 1 and pts == points(game.run, 1) and pts
+    assert game.said == reaction(game.run, 1, upto=pts[0])
     while game.next_point() is not None:
         pass
-    assert game.said == reaction(game.run, 2)
+    assert game.said == reaction(game.run, 1) and game.said.startswith("You just detached node #7 [1,2]")
+    game.pick("l3")
+    pts = game.step_inside("mem")
+    assert pts == points(game.run, 3) and game.said == reaction(game.run, 3, upto=pts[0])
+
+
+def test_a_point_outside_the_two_calls_still_names_the_call_it_belongs_to():
+    from simcache.game_levels import INSIDE
+
+    game = at_level(4)
+    for a in ("pf", "R2", "pf", "R4", "mem"):
+        game.pick(a)
+    pts = game.step_inside("R6")
+    at = next(i for i, p in enumerate(pts) if not set(game.run.trace.steps[p].stack) & set(INSIDE))
+    for _ in range(at):  # the insert loop attaching its child once the re-entry has run
+        game.next_point()
+    with pytest.raises(ScheduleError) as e:
+        game.pick("ctl")
+    assert str(e.value).startswith("ctl cannot move now: R6's operation is inside write_backup, which SGLang's")
 
 
 def test_the_widgets_own_settings_and_the_timeline_after_a_move():
