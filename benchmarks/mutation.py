@@ -165,6 +165,9 @@ MODULES = {
     "simcache/game_levels.py": ["tests/test_core_exact_game_levels.py", "tests/test_game_levels.py"],
     "simcache/game_map.py": ["tests/test_core_exact_game_map.py", "tests/test_game_levels.py"],
     "simcache/teach.py": ["tests/test_core_exact_teach.py", "tests/test_teach.py"],
+    # the notebook player's model and the pull-request storyboard
+    "simcache/player.py": ["tests/test_player.py"],
+    "simcache/storyboard.py": ["tests/test_storyboard.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
