@@ -165,6 +165,8 @@ MODULES = {
     "simcache/game_levels.py": ["tests/test_core_exact_game_levels.py", "tests/test_game_levels.py"],
     "simcache/game_map.py": ["tests/test_core_exact_game_map.py", "tests/test_game_levels.py"],
     "simcache/teach.py": ["tests/test_core_exact_teach.py", "tests/test_teach.py"],
+    # notebooks 1 and 2's live cache: settings, statuses, calls, the check cells' facts, the views' pieces
+    "simcache/lab.py": ["tests/test_core_exact_lab.py"],
     # the notebook player's model and the pull-request storyboard
     "simcache/player.py": ["tests/test_player.py"],
     "simcache/storyboard.py": ["tests/test_storyboard.py"],
