@@ -94,3 +94,49 @@ def test_the_view_legend_and_panels_are_their_pieces():
     assert lab.panels("pools", "holders").html == CSS + pools_panel(snap) + holders_panel(snap)
     lab.match(1, 2)  # a call's name is escaped in the head: "after: match_prefix [1, 2]"
     assert "<b>after: match_prefix [1, 2]</b>" in lab.view().html
+
+
+def test_the_leaf_sets_by_tier():
+    lab = Lab(device_kv=12)
+    lab.do("request 1 2 3", "events", "request 4 5", "events")
+    assert (lab.leaves(), lab.leaves("host")) == ([(1, 2, 3), (4, 5)], [])
+    lab.do("evict 2")
+    assert (lab.leaves(), lab.leaves("device"), lab.leaves("host")) == ([(4, 5)], [(4, 5)], [(1, 2, 3)])
+
+
+def test_the_calls_and_stacks_are_the_last_operations():
+    lab = Lab(device_kv=12)
+    lab.do("request 1 2 3")
+    lab.do("events")
+    assert lab.stack_of("insert") is None and "insert()" not in lab.calls()
+    lab.match(1, 2)
+    assert lab.recorder.ops[-1].status == "." and lab.stack_of("_match_prefix_helper") == (
+        "match_prefix", "_match_prefix_helper")
+
+
+def test_the_view_marks_what_the_last_call_changed():
+    lab = Lab(device_kv=12)
+    empty = lab.snapshot()
+    lab.do("request 1 2 3", "events")  # two operations: the marks are against the state before both
+    mark = snapshot_to_dot(lab.snapshot(), empty, hide_host=False, page_size=1, legend=False)
+    assert mark != snapshot_to_dot(lab.snapshot(), None, hide_host=False, page_size=1, legend=False)
+    assert f'<div class="sc-tree">{render_svg(mark)}</div>' in lab.view().html
+    before = lab.snapshot()
+    lab.match(1, 2)  # a split: marked against the state before the match
+    split = snapshot_to_dot(lab.snapshot(), before, hide_host=False, page_size=1, legend=False)
+    assert split != snapshot_to_dot(lab.snapshot(), None, hide_host=False, page_size=1, legend=False)
+    assert f'<div class="sc-tree">{render_svg(split)}</div>' in lab.view().html
+    pages = Lab(device_kv=24, page_size=2)
+    pages.do("request 1 2 3 4")
+    dot = snapshot_to_dot(pages.snapshot(), pages._before, hide_host=False, page_size=2, legend=False)
+    assert dot != snapshot_to_dot(pages.snapshot(), pages._before, hide_host=False, page_size=1, legend=False)
+    assert f'<div class="sc-tree">{render_svg(dot)}</div>' in pages.view().html
+
+
+def test_a_live_requests_hold_is_in_the_snapshot():
+    from simcache.snapshot import take
+
+    lab = Lab(device_kv=12)
+    lab.do("request 1 2 3", "start 1 2 9")
+    held = take(lab.cache, list(lab.driver.live.values()))
+    assert held != take(lab.cache, []) and lab.snapshot() == held
