@@ -33,7 +33,7 @@ from simcache.cli import (
 from simcache.cli_numbers import MAX_WORKLOAD_TURNS, UsageError
 from simcache.errors import ConfigError, ScenarioError
 from simcache.scenario import gallery, load
-from simcache.transcript import damage_lines, transcript
+from simcache.transcript import transcript
 from simcache.versions import PRESET_DESCRIPTIONS, PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,14 +199,20 @@ def test_scenarios_as_json_and_as_text(capsys):
     rc, out, err = run_main(capsys, "scenarios", "--json")
     items = json.loads(out)
     assert (rc, err, out) == (0, "", json.dumps(items, indent=1) + "\n")
-    expected = []
-    for name in gallery():
-        sc = load(name)
-        expected.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
-                             expect={p: e.get("outcome") for p, e in sc.expect.items()},
-                             damage={p: damage_lines(e.get("double_frees") or [], e.get("leaked") or {})
-                                     for p, e in sc.expect.items()}))
-    assert items == expected
+    assert [i["name"] for i in items] == list(gallery())
+    for item in items:
+        sc = load(item["name"])
+        assert (item["title"], item["reference"], item["schedule"]) == (sc.title, sc.reference, sc.schedule)
+        assert set(item) == {"name", "title", "reference", "schedule", "expect", "damage"}
+    a = next(i for i in items if i["name"] == "scenario_a")  # the recorded outcomes and damage, one preset each
+    assert a["expect"] == {"pre_fix": "assertion", "described_fix": "clean", "reviewed_fix": "clean",
+                           "merged_fix": "assertion", "followup_fix": "clean", "main_2026_06": "clean"}
+    assert a["damage"] == {"pre_fix": [], "described_fix": ["leaked host_kv[0, 1]"],
+                           "reviewed_fix": ["leaked host_kv[0, 1]"], "merged_fix": [], "followup_fix": [],
+                           "main_2026_06": []}
+    b = next(i for i in items if i["name"] == "scenario_b")
+    assert b["damage"]["described_fix"] == ["double free device_kv[0, 1]", "leaked host_kv[0, 1]"]
+    expected = items
     rc, out, err = run_main(capsys, "scenarios")
     width = max(len(n) for n in gallery()) + 2
     lines = out.splitlines()
