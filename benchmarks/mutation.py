@@ -169,7 +169,7 @@ MODULES = {
     "simcache/lab.py": ["tests/test_core_exact_lab.py"],
     # the notebook player's model and the pull-request storyboard
     "simcache/player.py": ["tests/test_core_exact_player.py", "tests/test_player.py"],
-    "simcache/storyboard.py": ["tests/test_storyboard.py"],
+    "simcache/storyboard.py": ["tests/test_core_exact_storyboard.py", "tests/test_storyboard.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit
