@@ -16,7 +16,8 @@ WIDTH = "100"  # argparse wraps at $COLUMNS; the docs are written at this width
 
 def help_text(command: str | None) -> str:
     """``python -m simcache [COMMAND] --help`` as argparse writes it at the docs' width."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     from simcache.cli import build_parser
 
     old = os.environ.get("COLUMNS")
@@ -34,8 +35,14 @@ def help_text(command: str | None) -> str:
             os.environ["COLUMNS"] = old
 
 
+def python_line() -> str:
+    """The line naming the Python the section was written with (argparse's layout differs by version)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return f"Written with Python {version}; argparse's layout differs by version."
+
+
 def section() -> str:
-    parts = [BEGIN, ""]
+    parts = [BEGIN, "", python_line(), ""]
     for command in (None, *COMMANDS):
         title = "python -m simcache --help" if command is None else f"python -m simcache {command} --help"
         parts += [f"`{title}`:", "", "```", help_text(command).rstrip("\n"), "```", ""]

@@ -40,6 +40,12 @@ ROOT = Path(__file__).resolve().parent.parent
 simulate_module = importlib.import_module("simcache.simulate")  # the package re-exports the function by this name
 
 
+@pytest.fixture(autouse=True)
+def _default_memory_limit(monkeypatch):
+    """A developer's $SIMCACHE_MEMORY_LIMIT_MB must not change what these runs are handed."""
+    monkeypatch.delenv("SIMCACHE_MEMORY_LIMIT_MB", raising=False)
+
+
 def _cli_help():
     spec = importlib.util.spec_from_file_location("cli_help", ROOT / "scripts" / "cli_help.py")
     mod = importlib.util.module_from_spec(spec)
@@ -67,6 +73,8 @@ def test_the_docs_reference_is_each_commands_help():
     helper = _cli_help()
     doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     written = doc[doc.index(helper.BEGIN):doc.index(helper.END) + len(helper.END)]
+    if helper.python_line() not in written:  # another Python lays the same parser out differently
+        pytest.skip(f"docs/cli.md's help was written with another Python than {sys.version.split()[0]}")
     assert written == helper.section(), "docs/cli.md is out of date: run .venv/bin/python scripts/cli_help.py"
     assert "usage: simcache run [-h] [--preset PRESET]" in written and helper.COMMANDS == (
         "run", "scenarios", "export", "explore", "workload")
@@ -77,9 +85,10 @@ def test_a_parser_mistake_is_one_sentence_pointing_at_the_right_help(capsys):
                                               "`python -m simcache run --help`\n")
     assert run_main(capsys, "--verbose") == (2, "", "simcache: unrecognized arguments: --verbose; see "
                                                     "`python -m simcache --help`\n")
-    assert run_main(capsys, "explore", "scenario_a", "--strategy", "dfs")[2] == (
-        "simcache: argument --strategy: invalid choice: 'dfs' (choose from 'exhaustive', 'random', 'pct'); see "
-        "`python -m simcache explore --help`\n")
+    said = run_main(capsys, "explore", "scenario_a", "--strategy", "dfs")[2]  # argparse's own words vary by version
+    assert said.startswith("simcache: argument --strategy: invalid choice: 'dfs' (choose from ")
+    assert said.endswith("pct'); see `python -m simcache explore --help`\n") or said.endswith(
+        "pct); see `python -m simcache explore --help`\n")
     assert run_main(capsys) == (2, "", "simcache: give a command: run, scenarios, explore, export or workload "
                                        "(see --help)\n")
 
@@ -317,9 +326,11 @@ def test_export_with_a_tour_takes_its_preset_unless_one_is_given(capsys, simulat
     assert simulations[1][0][1] == other
 
 
-def test_export_to_stdout_prints_no_path(capsys, pages):
+def test_export_to_stdout_prints_no_path(capsys, pages, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a page named "-" would land here, not in the checkout
     rc, out, err = run_main(capsys, "export", "scenario_a", "-o", "-")
     assert rc == 0 and out.startswith("<!doctype html>") and out.endswith("</html>") and err == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_export_default_page_name(capsys, pages, tmp_path, monkeypatch):
@@ -366,7 +377,7 @@ def test_export_the_game(capsys, monkeypatch, tmp_path):
         0, "", "[export] precomputing level(s) 3\n[export] level 2 ready\n")
     assert made == [("game.html", [1, 2, 3, 4, 5]), ("g.html", [2, 4]), ("-", [3])]
     rc, out, err = run_main(capsys, "export", "--game", "9")
-    assert rc == 2 and out == "" and err.startswith("simcache: ") and "9" in err
+    assert (rc, out, err) == (2, "", "simcache: there is no level 9; the levels are 1 to 5\n")
 
 
 @pytest.fixture
@@ -547,15 +558,16 @@ def test_drop_stdout_points_the_descriptor_at_devnull(monkeypatch):
         assert (os.fstat(write).st_rdev, os.fstat(write).st_ino) == (null.st_rdev, null.st_ino)
         os.write(write, b"gone")
         assert os.read(read, 10) == b""  # the pipe has no writer left, and nothing reached it
-        before = len(os.listdir("/proc/self/fd"))
-        _drop_stdout()
-        assert len(os.listdir("/proc/self/fd")) == before  # the /dev/null descriptor it opened is closed again
+        if os.path.isdir("/proc/self/fd"):  # Linux: the /dev/null descriptor it opened is closed again
+            before = len(os.listdir("/proc/self/fd"))
+            _drop_stdout()
+            assert len(os.listdir("/proc/self/fd")) == before
     finally:
         os.close(read)
         os.close(write)
     closed = io.StringIO()
     closed.close()
-    for out in (closed, None, NS(fileno=lambda: 10_000)):
+    for out in (closed, None, NS(fileno=lambda: -1)):  # -1: dup2 fails with EBADF on every machine
         monkeypatch.setattr(sys, "stdout", out)
         _drop_stdout()
 

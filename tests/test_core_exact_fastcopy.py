@@ -309,6 +309,7 @@ def test_every_other_kind_of_object():
     assert next(cc) == 18 and next(counter) == 18
     frozen = Frozen([1])
     assert Frozen not in fastcopy._FROZEN
+    # the class is remembered as frozen (not None in its place)
     assert fast_copy(frozen, {}) is frozen and Frozen in fastcopy._FROZEN and None not in fastcopy._FROZEN
     assert fast_copy(frozen, {}) is frozen  # now read from the set
     thawed = Thawed([1])
@@ -341,7 +342,8 @@ def test_one_object_twice_is_one_copy():
     assert cl.items[0] is cl and cl is not loop and cl.items is not loop.items
     heap = [(1.0, 3), (2.0, 4)]
     heapq.heapify(heap)
-    assert fast_copy(heap, {}) == heap
+    copied_heap = fast_copy(heap, {})
+    assert copied_heap == heap and copied_heap is not heap
 
 
 def test_each_kind_the_copier_knows_is_copied_once_however_often_it_is_held():

@@ -92,7 +92,7 @@ def test_a_crash_with_damage_and_a_stack_nests_each_frame():
 
 
 def test_a_mark_is_keyed_only_when_its_line_is_there():
-    # a line of text that merely starts with "!" elsewhere (an operation's words) is not a mark
+    # only a moment's own line is keyed: no "!" or "~" key without such a line
     run = run_of([op(0, ".", "A", op="events")], cleaned_up=[NS(step=0, node=1, key="9", removed=["a", "b"])],
                  steps=[NS(op=0)], leaked={"host_kv": [3], "device_kv": [5, 6]})
     assert transcript(run).splitlines()[2:] == [
