@@ -228,3 +228,71 @@ def test_the_widgets_wiring(runs):
     one = Player(runs[0], precompute=False)
     assert one.buttons["divergence"].layout.display == "none" and one.note.value == ""
     assert "sc-cmp" not in one.widget.children[-1]._dom_classes
+
+
+def test_stepping_back_by_operation_takes_the_latest_end(runs):
+    m = PlayerModel(runs[0], precompute=False)
+    m.go(60)
+    assert m.step_op(-1) == 54 and m.step_op(-1) == 34  # the latest operation end before the cursor, each time
+
+
+def test_what_precompute_draws(runs, monkeypatch):
+    pre, fixed = runs  # 263 and 272 micro-steps
+    monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 265)
+    m = PlayerModel(fixed, pre)  # the first run is over the limit and skipped; the second is still drawn
+    assert {(w, s) for w, s, _, _ in m._frames} == {(1, s) for s in range(263)}
+    monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 263)
+    exact = PlayerModel(pre)  # exactly at the limit: drawn
+    assert len(exact._frames) == 263
+    from simcache.render import svg as svg_module
+
+    fresh = svg_module._LRU(100_000)  # an empty cache: what is in it afterwards, precompute drew
+    monkeypatch.setattr(svg_module, "SVG_CACHE", fresh)
+    monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 3000)
+    both = PlayerModel(pre, fixed)  # every drawing of both runs rendered in the one pass
+    assert all(fresh.get(both.frame(w, s).dot) is not None for w, n in ((0, 263), (1, 272)) for s in range(n))
+
+
+def test_playing_rewinds_only_at_the_end_and_pausing_never(runs):
+    p = Player(runs[0], precompute=False)
+    m = p.model
+    m.go(m.num_steps - 2)
+    p.refresh()
+    p.buttons["play"].click()
+    assert m.cursor == m.num_steps - 2 and p.play.playing is True
+    p.buttons["pause"].click()
+    m.last()
+    p.refresh()
+    p.buttons["pause"].click()
+    assert m.cursor == m.num_steps - 1 and p.play.playing is False
+
+
+def test_a_side_at_a_violations_own_step_and_with_the_tiers_hidden(runs):
+    one = Player(runs[0], precompute=False)
+    side, m = one.sides[0], one.model
+    m.go(49)
+    m.set_toggles(hide_host=True)
+    side.fill(m, 0)
+    assert side.tabs.get_title(3) == "invariants ✗1"  # the violation at this very step counts
+    assert side.legend.value == f'<div class="sc-tree sc-legend">{render_svg(legend_dot(True, False))}</div>'
+    assert legend_dot(True, False) != legend_dot(False, False)
+    m.set_toggles(hide_host=False, hide_mamba=True)
+    side.fill(m, 0)
+    assert side.legend.value == f'<div class="sc-tree sc-legend">{render_svg(legend_dot(False, True))}</div>'
+    assert legend_dot(False, True) != legend_dot(False, False)
+
+
+def test_a_static_snapshot_at_a_moment_shows_it_once_and_the_rest(runs, monkeypatch):
+    import re
+
+    m = PlayerModel(runs[0], precompute=False)
+    m.go(49)  # the cursor is on the first violation
+    assert re.findall(r"<p><b>([^<]*)</b>", static_snapshot(m)) == ["Static snapshot of the player", "at the cursor",
+                                                                   "went stale", "assertion"]
+    shown = []
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    p = Player(runs[0], precompute=False)
+    p._ipython_display_()
+    assert shown[0] is p.widget and shown[1].data == p.static_html()
