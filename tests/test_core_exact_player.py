@@ -14,7 +14,7 @@ from simcache.errors import ConfigError
 from simcache.player import Player, PlayerModel, static_snapshot
 from simcache.render.codepane import codepane_html
 from simcache.render.display import svg_img
-from simcache.render.dot import SVG_CACHE, legend_dot, render_svg
+from simcache.render.dot import legend_dot, render_svg
 from simcache.render.frames import focus_svg, frame, op_text
 from simcache.render.moments import moments
 from simcache.render.timeline import timeline_svg
@@ -93,6 +93,12 @@ def test_toggles(runs):
 def test_a_long_runs_frame_cache_keeps_the_latest(runs, monkeypatch):
     monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 5)
     monkeypatch.setattr(player_module, "FRAME_KEEP", 3)
+    at_limit = PlayerModel(simulate("scenario_a", "followup_fix"), precompute=False)
+    monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 37)  # exactly its length: a short run keeps every frame
+    for s in range(5):
+        at_limit.frame(0, s)
+    assert len(at_limit._frames) == 5
+    monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 5)
     m = PlayerModel(runs[0])  # longer than the limit: nothing precomputed
     assert m._frames == {}
     for s in range(5):
@@ -108,7 +114,12 @@ def test_a_long_runs_frame_cache_keeps_the_latest(runs, monkeypatch):
     assert len(full._frames) == 37  # a short run keeps every frame
 
 
-def test_each_view_is_its_pieces(runs):
+def test_each_view_is_its_pieces(runs, monkeypatch):
+    from simcache.render import svg as svg_module
+
+    fresh = svg_module._LRU(100_000)  # nothing drawn yet: svg() must draw the operation itself
+    monkeypatch.setattr(svg_module, "SVG_CACHE", fresh)
+    monkeypatch.setattr(player_module, "SVG_CACHE", fresh)
     m = PlayerModel(*runs, precompute=False)
     m.go(130)
     for which, run in enumerate(runs):
@@ -125,7 +136,7 @@ def test_each_view_is_its_pieces(runs):
     f = single.frame()
     assert svg == focus_svg(render_svg(f.dot), f.focus)
     op = runs[0].trace.ops[f.op_index]
-    assert all(SVG_CACHE.get(single.frame(0, s).dot) is not None for s in range(op.first_step, op.last_step + 1))
+    assert all(fresh.get(single.frame(0, s).dot) is not None for s in range(op.first_step, op.last_step + 1))
 
 
 def test_each_side_fills_its_panels_and_tab_titles(runs):
