@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
+from spies import record_calls
 
 from simcache import cli
 from simcache.cli import (
@@ -176,15 +177,7 @@ def test_one_line():
 
 @pytest.fixture
 def simulations(monkeypatch):
-    seen = []
-    real = simulate_module.simulate
-
-    def through(*a, **kw):
-        seen.append((a, kw))
-        return real(*a, **kw)
-
-    monkeypatch.setattr(simulate_module, "simulate", through)
-    return seen
+    return record_calls(monkeypatch, simulate_module, "simulate")
 
 
 def test_run_prints_the_transcript_or_the_json_of_the_run_it_asked_for(capsys, simulations):
@@ -284,15 +277,7 @@ def test_export_refuses_a_bad_tour_a_bad_page_and_a_bad_folder_before_any_run(ca
 def pages(monkeypatch):
     from simcache import export
 
-    seen = []
-    real = export.export_html
-
-    def through(run, path, **kw):
-        seen.append((run, path, kw))
-        return real(run, path, **kw)
-
-    monkeypatch.setattr(export, "export_html", through)
-    return seen
+    return record_calls(monkeypatch, export, "export_html", lambda a, kw: (*a, kw))
 
 
 def test_export_one_run_and_a_comparison(capsys, simulations, pages, tmp_path, monkeypatch):
@@ -384,15 +369,7 @@ def test_export_the_game(capsys, monkeypatch, tmp_path):
 def rates(monkeypatch):
     from simcache import workload
 
-    seen = []
-    real = workload.crash_rates
-
-    def through(*a):
-        seen.append(a)
-        return real(*a)
-
-    monkeypatch.setattr(workload, "crash_rates", through)
-    return seen
+    return record_calls(monkeypatch, workload, "crash_rates", lambda a, kw: a)
 
 
 def test_workload_hands_its_numbers_to_the_rates_and_prints_the_table(capsys, rates):

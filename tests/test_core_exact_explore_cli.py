@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace as NS
 
 import pytest
+from spies import record_calls
 
 from simcache.cli_numbers import UsageError
 from simcache.errors import ScenarioError
@@ -103,15 +104,7 @@ def args(**changes) -> NS:
 @pytest.fixture
 def searches(monkeypatch):
     """What reaches the search, recorded on the way through to the real one."""
-    seen = []
-    real = cli_module.explore
-
-    def through(*a, **kw):
-        seen.append((a, kw))
-        return real(*a, **kw)
-
-    monkeypatch.setattr(cli_module, "explore", through)
-    return seen
+    return record_calls(monkeypatch, cli_module, "explore")
 
 
 def test_what_reaches_the_search(searches, capsys):

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
+from spies import record_calls
 
 from simcache.errors import ConfigError, ScenarioError, ScheduleError
 from simcache.scenario import Scenario, load
@@ -182,15 +183,8 @@ def _default_memory_limit(monkeypatch):
 @pytest.fixture
 def calls(monkeypatch):
     """What ``simulate`` hands the replay, recorded on the way through to the real one."""
-    seen = []
-    real = simulate_module.execute
-
-    def through(cfg, linear, flags, **kw):
-        seen.append(dict(cfg=cfg, linear=linear, flags=flags, **kw))
-        return real(cfg, linear, flags, **kw)
-
-    monkeypatch.setattr(simulate_module, "execute", through)
-    return seen
+    return record_calls(monkeypatch, simulate_module, "execute",
+                        lambda a, kw: dict(zip(("cfg", "linear", "flags"), a, strict=True), **kw))
 
 
 def test_simulate_takes_a_scenario_in_each_form(calls):
