@@ -168,8 +168,10 @@ MODULES = {
     # notebooks 1 and 2's live cache: settings, statuses, calls, the check cells' facts, the views' pieces
     "simcache/lab.py": ["tests/test_core_exact_lab.py"],
     # the notebook player's model and the pull-request storyboard
-    "simcache/player.py": ["tests/test_core_exact_player.py", "tests/test_player.py"],
-    "simcache/storyboard.py": ["tests/test_core_exact_storyboard.py", "tests/test_storyboard.py"],
+    "simcache/player.py": ["tests/test_core_exact_player.py", "tests/test_core_exact_player_widgets.py",
+                           "tests/test_player.py"],
+    "simcache/storyboard.py": ["tests/test_core_exact_storyboard.py", "tests/test_core_exact_storyboard_pictures.py",
+                               "tests/test_storyboard.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals
     "simcache/explore/cli.py": ["tests/test_core_exact_explore_cli.py"],
     # the two error voices' shared helper: a bad value said back, cut at its limit

@@ -1,0 +1,183 @@
+"""The player's widget tree compared whole, alone and side by side: every widget's place, kind, words, tooltip,
+bounds and layout, the tab titles, the names the notebooks use, and the side's own pieces.
+
+The tree is spelled as nested dicts by ``spec``: a widget the player names (``p.slider``, ``p.buttons["next"]``,
+``p.sides[0].tree``) is spelled by that name, so the test also says where each named widget sits."""
+from __future__ import annotations
+
+import ipywidgets as W
+import pytest
+
+from simcache import player as player_module
+from simcache import simulate
+from simcache.player import PAGE_CSS, Player, _Side
+
+SIDE_PARTS = ("caption", "tree", "timeline", "stack", "code", "code_box", "explanation", "panels", "pools",
+              "invariants", "legend", "tabs")
+LAYOUT = ("width", "max_height", "overflow", "display", "flex_flow", "align_items")
+FIELDS = ("description", "tooltip", "min", "max", "step", "interval", "indent", "disabled")
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return simulate("crash_pr", "pre_fix"), simulate("crash_pr", "described_fix")
+
+
+def names(p: Player) -> dict[int, str]:
+    out = {id(p.note): "note", id(p.slider): "slider", id(p.play): "play", id(p.repeat): "repeat",
+           id(p.speed): "speed", id(p.jump_kind): "jump_kind", id(p.hide_host): "hide_host",
+           id(p.hide_mamba): "hide_mamba"}
+    out.update({id(b): f"button:{k}" for k, b in p.buttons.items()})
+    for i, side in enumerate(p.sides):
+        out.update({id(getattr(side, a)): f"{i}.{a}" for a in SIDE_PARTS})
+    return out
+
+
+def spec(w, named: dict[int, str]) -> dict:
+    """``w`` and its children as plain data (what the test compares)."""
+    d = {"w": named.get(id(w), "PAGE_CSS" if isinstance(w, W.HTML) and w.value == PAGE_CSS else type(w).__name__)}
+    if id(w) in named:
+        d["type"] = type(w).__name__
+    d.update({f: getattr(w, f) for f in FIELDS if f in w.keys and getattr(w, f) not in (None, "")})
+    if isinstance(w, (W.IntSlider, W.Play, W.Checkbox, W.Dropdown)):
+        d["value"] = w.value
+    if isinstance(w, W.Dropdown):
+        d["options"] = list(w.options)
+    lay = {k: getattr(w.layout, k) for k in LAYOUT if getattr(w.layout, k, None)}
+    if lay:
+        d["layout"] = lay
+    if w._dom_classes:
+        d["classes"] = list(w._dom_classes)
+    if isinstance(w, W.Tab):
+        d["titles"] = [w.get_title(i) for i in range(len(w.children))]
+    if hasattr(w, "children"):
+        d["children"] = [spec(c, named) for c in w.children]
+    return d
+
+
+def button(name: str, words: str, tip: str, **layout) -> dict:
+    return {"w": f"button:{name}", "type": "Button", "description": words, "tooltip": tip, "disabled": False,
+            "layout": {"width": "auto", **layout}}
+
+
+def checkbox(name: str, words: str, tip: str | None = None) -> dict:
+    d = {"w": name, "type": "Checkbox", "description": words}
+    if tip:
+        d["tooltip"] = tip
+    return d | {"indent": False, "disabled": False, "value": False, "layout": {"width": "auto"}}
+
+
+def html(name: str) -> dict:
+    return {"w": name, "type": "HTML"}
+
+
+def scroll(height: str, inner: dict, name: str = "Box") -> dict:
+    d = {"w": name} | ({"type": "Box"} if name != "Box" else {})
+    return d | {"layout": {"max_height": height, "overflow": "auto"}, "children": [inner]}
+
+
+def tabs(i: int, titles: list[str], height: str) -> dict:
+    parts = [p for p in ("stack", "explanation", "panels", "pools", "invariants", "legend")
+             if p != "stack" or titles[0] == "stack"]
+    return {"w": f"{i}.tabs", "type": "Tab", "titles": titles,
+            "children": [scroll(height, html(f"{i}.{p}")) for p in parts]}
+
+
+def controls(last: int, divergence_shown: bool) -> list[dict]:
+    wrap = {"flex_flow": "row wrap", "align_items": "center"}
+    return [
+        {"w": "PAGE_CSS"},
+        {"w": "HBox", "layout": wrap, "children": [
+            button("first", "|◀ first", "go to the first micro-step"),
+            button("prev_op", "◀◀ op", "back to the end of the previous operation"),
+            button("prev", "◀ step", "one micro-step back"),
+            button("next", "step ▶", "one micro-step forward"),
+            button("next_op", "op ▶▶", "forward to the end of the next operation"),
+            button("last", "last ▶|", "go to the last micro-step"),
+            button("play", "▶ play", "play the run, one micro-step per tick"),
+            button("pause", "‖ pause", "pause playing here"),
+            button("stop", "■ stop", "stop playing and go back to the first micro-step"),
+            checkbox("repeat", "repeat", "start again at the end"),
+            {"w": "speed", "type": "IntSlider", "description": "ms / step",
+             "tooltip": "milliseconds per micro-step while playing", "min": 50, "max": 2000, "step": 50,
+             "disabled": False, "value": 400},
+            {"w": "play", "type": "Play", "description": "play", "min": 0, "max": last, "step": 1, "interval": 400,
+             "disabled": False, "value": 0, "layout": {"display": "none"}}]},
+        {"w": "slider", "type": "IntSlider", "description": "step", "min": 0, "max": last, "step": 1,
+         "disabled": False, "value": 0, "layout": {"width": "98%"}},
+        {"w": "HBox", "layout": wrap, "children": [
+            {"w": "jump_kind", "type": "Dropdown", "description": "jump to", "disabled": False, "value": "went-stale",
+             "options": [("went stale", "went-stale"), ("re-admitted", "readmitted"), ("cleaned up", "cleaned-up"),
+                         ("violation", "violation"), ("assertion", "assertion")], "layout": {"width": "auto"}},
+            button("jump_prev", "◀ jump", "back to the previous moment of the kind chosen in 'jump to'"),
+            button("jump_next", "jump ▶", "forward to the next moment of the kind chosen in 'jump to'"),
+            button("divergence", "go to divergence",
+                   "go to the first micro-step of the first operation where the two runs differ",
+                   **({} if divergence_shown else {"display": "none"})),
+            checkbox("hide_host", "hide host tier"),
+            checkbox("hide_mamba", "hide Mamba detail")]},
+        html("note"),
+    ]
+
+
+ONE_TABS = ["why stale", "holders", "pools", "invariants", "legend"]
+
+
+def test_one_runs_widget_tree(runs):
+    p = Player(runs[0], precompute=False)
+    assert spec(p.widget, names(p)) == {"w": "VBox", "children": controls(262, False) + [
+        {"w": "HBox", "children": [
+            {"w": "VBox", "layout": {"width": "60%"}, "children": [html("0.caption"), html("0.tree"),
+                                                                  html("0.timeline")]},
+            {"w": "VBox", "layout": {"width": "40%"}, "children": [
+                html("0.stack"), scroll("380px", html("0.code"), "0.code_box"),
+                tabs(0, ONE_TABS, "330px")]}]}]}
+
+
+def test_two_runs_widget_tree(runs):
+    p = Player(*runs, precompute=False)
+    titles = ["stack"] + ONE_TABS
+
+    def column(i: int) -> dict:
+        return {"w": "VBox", "layout": {"width": "50%"}, "children": [
+            html(f"{i}.caption"), html(f"{i}.tree"), html(f"{i}.timeline"),
+            scroll("380px", html(f"{i}.code"), f"{i}.code_box"), tabs(i, titles, "270px")]}
+
+    assert spec(p.widget, names(p)) == {"w": "VBox", "children": controls(271, True) + [
+        {"w": "HBox", "classes": ["sc-cmp"], "children": [column(0), column(1)]}]}
+    assert p.model.num_steps == 272  # the longer run at each operation: more positions than one run's 263 steps
+
+
+def test_the_names_the_notebooks_use(runs):
+    p = Player(*runs, precompute=False)
+    left, right = p.sides
+    for alias, side, part in (("caption", left, "caption"), ("tree", left, "tree"), ("timeline", left, "timeline"),
+                              ("stack", left, "stack"), ("code", left, "code"), ("explanation", left, "explanation"),
+                              ("panels", left, "panels"), ("invariants", left, "invariants"),
+                              ("legend", left, "legend"), ("compare_caption", right, "caption"),
+                              ("compare_tree", right, "tree"), ("compare_timeline", right, "timeline"),
+                              ("compare_stack", right, "stack"), ("compare_explanation", right, "explanation")):
+        assert getattr(p, alias) is getattr(side, part), alias
+    one = Player(runs[0], precompute=False)
+    (only,) = one.sides
+    assert one.caption is only.caption and one.legend is only.legend
+    # alone, the compare_* names exist (notebooks may read them) but belong to no side and are empty
+    extra = {id(getattr(one, a)) for a in ("compare_caption", "compare_tree", "compare_timeline", "compare_stack",
+                                           "compare_explanation")}
+    assert len(extra) == 5 and not extra & set(names(one))
+    assert [getattr(one, a).value for a in ("compare_caption", "compare_tree", "compare_timeline", "compare_stack",
+                                            "compare_explanation")] == [""] * 5
+
+
+def test_a_side_alone(monkeypatch):
+    monkeypatch.setattr(player_module, "_TOKENS", iter(range(40, 50)))
+    a, b = _Side(W, "left: x"), _Side(W, "", stack_in_tabs=True)
+    assert (a.token, b.token, a.label, b.label) == ("sc-t40", "sc-t41", "left: x", "")
+    assert a.titles == tuple(ONE_TABS) and b.titles == ("stack", *ONE_TABS)
+    assert a.code_box.children == (a.code,) and b.code_box.children == (b.code,)
+    parts = [a.caption, a.tree, a.timeline, a.stack, a.code, a.explanation, a.panels, a.pools, a.invariants,
+             a.legend]
+    assert all(type(w) is W.HTML and w.value == "" for w in parts) and len({id(w) for w in parts}) == 10
+    assert [box.children[0] for box in a.tabs.children] == [a.explanation, a.panels, a.pools, a.invariants, a.legend]
+    assert [box.children[0] for box in b.tabs.children] == [b.stack, b.explanation, b.panels, b.pools, b.invariants,
+                                                            b.legend]

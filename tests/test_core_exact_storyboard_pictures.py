@@ -1,0 +1,345 @@
+"""The storyboard's pictures compared pixel for pixel: a panel's caption bar, title, caption lines, labels, trees and
+separators at the coordinates the layout promises (drawn here from those numbers, with stand-in trees of one
+colour each); how trees are fitted and placed; the fonts; the caption wrapping; and the stale window's GIF (its
+frames, their order, size, timing and loop), with the panels the storyboard asks for on crash_pr."""
+from __future__ import annotations
+
+import io
+import os
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image, ImageChops, ImageDraw, ImageFont
+
+from simcache import simulate
+from simcache import storyboard as sb
+from simcache.render.dot import legend_dot
+from simcache.render.frames import tree_dot
+from simcache.render.moments import compare_positions
+from tests.spies import record_calls
+
+DEJAVU = "/usr/share/fonts/truetype/dejavu/"
+
+
+def font(size: int, bold: bool = False):
+    path = DEJAVU + ("DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf")
+    return ImageFont.truetype(path, size) if os.path.exists(path) else ImageFont.load_default(size=size)
+
+
+def tree(w: int, h: int, colour: str):
+    return Image.new("RGB", (w, h), colour)
+
+
+def same(a, b) -> bool:
+    return a.mode == b.mode and a.size == b.size and ImageChops.difference(a, b).getbbox() is None
+
+
+def canvas(height: int, title: str, lines: list[str]):
+    """860 px wide, white; the caption bar (rows 0..head-4) holds the title and the caption lines."""
+    img = Image.new("RGB", (860, height), (255, 255, 255))
+    d = ImageDraw.Draw(img)
+    head = 12 + 24 + 20 * len(lines) + 10
+    d.rectangle([0, 0, 860, head - 4], fill=(0xF3, 0xF4, 0xF6))
+    d.text((12, 10), title, font=font(17, bold=True), fill=(0x11, 0x11, 0x11))
+    for i, line in enumerate(lines):
+        d.text((12, 36 + 20 * i), line, font=font(15), fill=(0x22, 0x22, 0x22))
+    return img, d
+
+
+BLUE, GREY = (0x1D, 0x4E, 0xD8), (0xD1, 0xD5, 0xDB)
+LONG = ("node #7 [1,2] went stale: detached by _delete_tombstone_leaf, called from _iteratively_delete_tombstone_leaf"
+        " <- _evict_host_leaf <- evict_host while ongoing_backup still held it")
+LONG_LINES = ["node #7 [1,2] went stale: detached by _delete_tombstone_leaf, called from "
+              "_iteratively_delete_tombstone_leaf", "<- _evict_host_leaf <- evict_host while ongoing_backup still held "
+              "it"]
+
+
+def test_one_tree_under_a_one_line_caption():
+    got = sb._panel("1. op 3: request", "short caption", [tree(300, 200, "red")], [""])
+    # head = 12 + 24 + 20 + 10 = 66; the tree centred at x = (860 - 300) // 2, right under the bar; 10 px below
+    want, _ = canvas(66 + 200 + 10, "1. op 3: request", ["short caption"])
+    want.paste(tree(300, 200, "red"), (280, 66))
+    assert same(got, want)
+
+
+def test_two_trees_side_by_side_under_a_two_line_caption():
+    assert sb._wrap(ImageDraw.Draw(Image.new("RGB", (1, 1))), LONG, font(15), 836) == LONG_LINES
+    got = sb._panel("2. op 5: evict", LONG, [tree(200, 150, "blue"), tree(300, 100, "green")],
+                    ["left: pre_fix", "right: followup_fix"])
+    # head = 86; a 26 px label row, then the trees centred in their 430 px columns; a grey rule between them
+    want, d = canvas(86 + 150 + 26 + 10, "2. op 5: evict", LONG_LINES)
+    d.text((12, 86), "left: pre_fix", font=font(17), fill=BLUE)
+    want.paste(tree(200, 150, "blue"), (115, 112))
+    d.text((442, 86), "right: followup_fix", font=font(17), fill=BLUE)
+    want.paste(tree(300, 100, "green"), (495, 112))
+    d.line([(430, 86), (430, 86 + 176)], fill=GREY, width=2)
+    assert same(got, want)
+
+
+def test_two_trees_stacked():
+    got = sb._panel("3. op 9: events", "why", [tree(700, 120, "purple"), tree(836, 90, "orange")],
+                    ["left: pre_fix", "right: described_fix"], side=False)
+    # each tree under its label, centred; a grey rule above the second label
+    want, d = canvas(66 + (120 + 26) + (90 + 26) + 10, "3. op 9: events", ["why"])
+    d.text((12, 66), "left: pre_fix", font=font(17), fill=BLUE)
+    want.paste(tree(700, 120, "purple"), (80, 92))
+    d.line([(0, 210), (860, 210)], fill=GREY, width=2)
+    d.text((12, 212), "right: described_fix", font=font(17), fill=BLUE)
+    want.paste(tree(836, 90, "orange"), (12, 238))
+    assert same(got, want)
+
+
+def test_fonts(monkeypatch):
+    regular, bold = sb._font(15), sb._font(17, bold=True)
+    assert (regular.path, regular.size, bold.path, bold.size) == (sb.FONT, 15, sb.BOLD, 17)
+    assert sb._font(12).path == sb.FONT
+    monkeypatch.setattr(sb, "FONT", "/nonexistent/font.ttf")
+    fallback = sb._font(21)  # Pillow's own font, at the size asked for
+    assert not hasattr(fallback, "path") or fallback.path != "/nonexistent/font.ttf"
+    assert fallback.size == 21
+
+
+class Ruler:
+    """A stand-in for ImageDraw: every character is 10 px wide; it checks that the font asked for is passed on."""
+
+    def __init__(self, font) -> None:
+        self.font = font
+
+    def textlength(self, text: str, font=None) -> float:
+        assert font is self.font
+        return 10.0 * len(text)
+
+
+def test_wrap():
+    f = object()
+    r = Ruler(f)
+    assert sb._wrap(r, "aaa bbb ccc", f, 70) == ["aaa bbb", "ccc"]  # "aaa bbb" is exactly 70 px: it fits
+    assert sb._wrap(r, "aaa bbb ccc", f, 69) == ["aaa", "bbb", "ccc"]
+    assert sb._wrap(r, "aaaaaaaaaaaa b", f, 50) == ["aaaaaaaaaaaa", "b"]  # a word wider than the line keeps its own
+    assert sb._wrap(r, "  one   two  ", f, 1000) == ["one two"]
+    assert sb._wrap(r, "", f, 100) == [] and sb._wrap(r, "   ", f, 100) == []
+
+
+def test_fit():
+    img = Image.effect_mandelbrot((400, 300), (-2, -1.5, 1, 1.5), 60).convert("RGB")
+    assert sb._fit(img, 400) is img and sb._fit(img, 401) is img
+    small = sb._fit(img, 200)
+    assert small.size == (200, 150) and same(small, img.resize((200, 150), Image.LANCZOS))
+    assert not same(small, img.resize((200, 150)))  # Lanczos, not Pillow's default filter
+    assert sb._fit(img, 300).size == (300, 225) and sb._fit(img, 299).size == (299, 224)  # 224.25 rounds down
+
+
+def test_png_is_the_picture_compressed_hard():
+    img = sb._panel("1. op 3: request", "short caption", [tree(300, 200, "red")], [""])
+    data = sb._png(img)
+    back = Image.open(io.BytesIO(data))
+    assert back.format == "PNG" and same(back.convert("RGB"), img)
+    plain = io.BytesIO()
+    img.save(plain, "PNG")
+    assert len(data) < len(plain.getvalue())  # optimize=True: the smaller file for a panel (mostly flat colour)
+
+
+def test_tree_png_draws_the_tree_without_its_legend_at_80_dpi(monkeypatch):
+    run = simulate("scenario_a", "pre_fix")
+    calls = record_calls(monkeypatch, sb, "render_png")
+    img = sb._tree_png(run, 22)
+    assert calls == [((tree_dot(run, 22, legend=False),), {"dpi": 80})]
+    assert img.mode == "RGB" and img.size == Image.open(io.BytesIO(sb.render_png(tree_dot(run, 22, legend=False),
+                                                                                   dpi=80))).size
+
+
+@pytest.mark.parametrize("widths, side, fitted", [
+    ((900,), True, [(836, 93)]),                  # one tree: the whole column less the margins
+    ((836,), True, [(836, 100)]),
+    ((400, 530), True, [(400, 100), (424, 80)]),  # 530 * 0.8 = 424 = half a column: side by side, the wider shrunk
+    ((531, 200), False, [(531, 100), (200, 100)]),  # 531 * 0.8 > 424: one above the other, unshrunk
+    ((900, 200), False, [(836, 93), (200, 100)]),
+])
+def test_trees_side_by_side_or_stacked(monkeypatch, widths, side, fitted):
+    made, asked = iter([tree(w, 100, "red") for w in widths]), []
+    monkeypatch.setattr(sb, "_tree_png", lambda run, step: asked.append((run, step)) or next(made))
+    runs, steps = ["run a", "run b"][: len(widths)], [3, 7][: len(widths)]
+    imgs, got_side = sb._trees(runs, steps)
+    assert got_side is side and [i.size for i in imgs] == fitted
+    assert asked == list(zip(runs, steps, strict=True))
+
+
+@pytest.fixture(scope="module")
+def crash_runs():
+    return simulate("crash_pr", "pre_fix"), simulate("crash_pr", "described_fix")
+
+
+def panels_asked(monkeypatch, heights=None):
+    """Replace ``_trees`` and ``_panel``: each panel a one-colour picture (its number in the red channel), with the
+    height ``heights`` gives; returns the list of (title, caption, labels, side) asked for."""
+    asked = []
+
+    def panel(title, caption, trees, labels, side=True):
+        asked.append((title, caption, labels, side))
+        n = len(asked)
+        return Image.new("RGB", (860, heights(n) if heights else 100), (n, 40, 90))
+
+    monkeypatch.setattr(sb, "_trees", lambda runs, steps: ([tree(10, 10, "red")] * len(runs), len(runs) == 1))
+    monkeypatch.setattr(sb, "_panel", panel)
+    return asked
+
+
+def frames_of(gif: bytes):
+    img = Image.open(io.BytesIO(gif))
+    out = []
+    for i in range(img.n_frames):
+        img.seek(i)
+        out.append((img.info["duration"], img.convert("RGB")))
+    return img, out
+
+
+def test_the_stale_window_of_one_run(monkeypatch, crash_runs):
+    run = crash_runs[0]
+    asked = panels_asked(monkeypatch, heights=lambda n: 100 + n)
+    positions, ops = compare_positions([run.trace])
+    gif = sb._stale_gif([run], positions, ops)
+    # from the went-stale step (122, in op 5) to the assertion (262): the start, then each operation's last step
+    assert [(a[0], a[2], a[3]) for a in asked] == [
+        ("stale window · op 5: R6: request [1,2,7]", ["pre_fix: step 122"], True),
+        ("stale window · op 5: R6: request [1,2,7]", ["pre_fix: step 144"], True),
+        ("stale window · op 6: ctl: events", ["pre_fix: step 175"], True),
+        ("stale window · op 7: ctl: l3_ack", ["pre_fix: step 184"], True),
+        ("stale window · op 8: ctl: l3_ack", ["pre_fix: step 192"], True),
+        ("stale window · op 9: ctl: l3_ack", ["pre_fix: step 201"], True),
+        ("stale window · op 10: mem: evict n=3", ["pre_fix: step 222"], True),
+        ("stale window · op 11: R7: request [8,8,8]", ["pre_fix: step 262"], True)]
+    steps = (122, 144, 175, 184, 192, 201, 222, 262)
+    assert [a[1] for a in asked] == [f"pre_fix: step {s}, {run.trace.steps[s].text}" for s in steps]
+    img, frames = frames_of(gif)
+    assert img.info["loop"] == 0 and len(frames) == 8
+    for n, (ms, f) in enumerate(frames, start=1):
+        assert ms == 1400 and f.size == (860, 108)  # every frame as tall as the tallest, white below
+        assert f.getpixel((0, 0)) == (n, 40, 90) and f.getpixel((859, 99 + n)) == (n, 40, 90)
+        assert n == 8 or f.getpixel((0, 100 + n)) == (255, 255, 255)
+
+
+def test_the_stale_window_side_by_side_and_its_titles(monkeypatch, crash_runs):
+    asked = panels_asked(monkeypatch)
+    traces = [r.trace for r in crash_runs]
+    positions, ops = compare_positions(traces)
+    sb._stale_gif(list(crash_runs), positions, ops)
+    first = next(p for p, s in enumerate(positions) if s[0] >= 122)
+    assert asked[0][0] == f"stale window · op {ops[first]}: {sb.op_text(traces[0], ops[first])}"
+    assert asked[-1][0] == f"stale window · op {ops[-1]}: {sb.op_text(traces[0], ops[-1])}"
+    assert [a[2] for a in asked] == [[f"pre_fix: step {positions[p][0]}", f"described_fix: step {positions[p][1]}"]
+                                     for p in [first] + [p - 1 for p in range(first + 1, len(positions))
+                                                         if ops[p] != ops[p - 1]] + [len(positions) - 1]]
+    assert asked[0][1] == "; ".join(f"{r.preset}: step {s}, {r.trace.steps[s].text}"
+                                    for r, s in zip(crash_runs, positions[first], strict=True))
+    assert all(a[3] is False for a in asked)  # two runs: the stand-in _trees says stacked
+
+
+def test_a_long_window_keeps_every_kth_frame_and_the_last(monkeypatch, crash_runs):
+    asked = panels_asked(monkeypatch)
+    run = crash_runs[0]
+    positions, ops = compare_positions([run.trace])
+    for limit, steps in ((3, [122, 184, 222, 262]),  # eight picks: every third (stride 3), then the last
+                         (7, [122, 175, 192, 222, 262]),  # stride 2
+                         (8, [122, 144, 175, 184, 192, 201, 222, 262])):  # exactly the limit: all eight
+        monkeypatch.setattr(sb, "MAX_GIF_FRAMES", limit)
+        asked.clear()
+        sb._stale_gif([run], positions, ops)
+        assert [a[2] for a in asked] == [[f"pre_fix: step {s}"] for s in steps], limit
+
+
+def test_no_stale_window_without_a_went_stale_step():
+    run = simulate("scenario_a", "followup_fix")
+    assert not run.trace.went_stale and run.trace.steps
+    positions, ops = compare_positions([run.trace])
+    assert sb._stale_gif([run], positions, ops) is None
+
+
+def test_the_panels_a_storyboard_asks_for(monkeypatch, crash_runs):
+    asked = panels_asked(monkeypatch)
+    legend = record_calls(monkeypatch, sb, "render_png")
+    files = sb.storyboard_files(crash_runs[0])
+    assert [(a[0], a[2], a[3]) for a in asked[:5]] == [
+        ("1. op 2: pf: prefetch_done n=4 mamba_hit=True · step 49", ["pre_fix: step 49"], True),
+        ("2. op 5: R6: request [1,2,7] · step 122", ["pre_fix: step 122"], True),
+        ("3. op 5: R6: request [1,2,7] · step 124", ["pre_fix: step 124"], True),
+        ("4. op 11: R7: request [8,8,8] · step 262", ["pre_fix: raised"], True),  # the raising step says so
+        ("stale window · op 5: R6: request [1,2,7]", ["pre_fix: step 122"], True)]
+    assert [a[1] for a in asked[:4]] == [c for _, _, c in sb.key_moments(crash_runs[0])]
+    assert legend == [((legend_dot(),), {"dpi": 80})]
+    assert sorted(files) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
+                             "comment.md", "legend.png", "stale-window.gif"]
+    assert Image.open(io.BytesIO(files["02-went-stale.png"])).getpixel((0, 0)) == (2, 40, 90)
+
+
+def test_the_panels_of_a_comparison(monkeypatch, crash_runs):
+    asked = panels_asked(monkeypatch)
+    files = sb.storyboard_files(*crash_runs)
+    # no " · step N" in a comparison's titles (each run has its own); a run stays on its raising step to the end
+    assert [(a[0], a[2], a[3]) for a in asked[:5]] == [
+        ("1. op 2: pf: prefetch_done n=4 mamba_hit=True", ["pre_fix: step 49", "described_fix: step 49"], False),
+        ("2. op 5: R6: request [1,2,7]", ["pre_fix: step 122", "described_fix: step 122"], False),
+        ("3. op 5: R6: request [1,2,7]", ["pre_fix: step 124", "described_fix: step 124"], False),
+        ("4. op 11: R7: request [8,8,8]", ["pre_fix: raised", "described_fix: step 262"], False),
+        ("5. op 11: R7: request [8,8,8]", ["pre_fix: raised", "described_fix: step 271"], False)]
+    # a moment both runs share is said once, for both; different ones are each said with their preset
+    assert asked[0][1] == ("pre_fix and described_fix: first violation (backup continuity): node 9 [9,9] is backed "
+                           "up but its parent node 8 [1,2] is not")
+    assert asked[3][1] == ("pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in "
+                           "_delete_tombstone_leaf) | described_fix: node #8 [1,2] cleaned up by a guard: stale node "
+                           "in _delete_tombstone_leaf")
+    assert asked[4][1] == "described_fix: the end: the cache survived"
+    assert [a[2] for a in asked[5:]][-1] == ["pre_fix: step 262", "described_fix: step 271"]
+    assert sorted(files) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
+                             "05-end.png", "comment.md", "legend.png", "stale-window.gif"]
+
+
+def test_a_replay_line_without_a_schedule():
+    run = simulate("scenario_d", "pre_fix", schedule="")  # the initial state's steps only
+    assert str(run.schedule) == "" and run.trace.steps
+    assert sb._comment([run], [], False).splitlines()[2] == (
+        "Schedule: `` (replay: `python -m simcache run scenario_d --preset pre_fix`).")
+
+
+def test_outcome_row_lists_every_damaged_pool():
+    pools = {"device_kv": {"double_freed": 2, "leaked": 0}, "device_mamba": {"double_freed": 1, "leaked": 3},
+             "host_kv": {"double_freed": 0, "leaked": 4}}
+    run = SimpleNamespace(trace=SimpleNamespace(went_stale=[1], cleaned_up=[]), crash=None, preset="pre_fix",
+                          to_json=lambda: {"pools": pools})
+    assert sb._outcome_row(run) == ("| `pre_fix` | clean | 1 | 0 | device_kv: 2, device_mamba: 1 | "
+                                    "device_mamba: 3, host_kv: 4 |")
+
+
+def test_a_one_step_run_has_its_end_at_step_0():
+    trace = SimpleNamespace(went_stale=[], violations=[], readmitted=[], cleaned_up=[], steps=["one"])
+    assert sb.key_moments(SimpleNamespace(trace=trace, crash=None)) == [(0, "end", "the end: the cache survived")]
+    trace.steps = []
+    assert sb.key_moments(SimpleNamespace(trace=trace, crash=None)) == []  # (no step -1)
+
+
+def test_write_storyboard_refuses_a_bad_folder_before_drawing(monkeypatch, tmp_path, crash_runs):
+    drawn = []
+    monkeypatch.setattr(sb, "storyboard_files", lambda *a: drawn.append(a) or {})
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(sb.ConfigError) as e:
+        sb.write_storyboard(crash_runs[0], tmp_path / "f")
+    assert str(e.value) == f"--storyboard {tmp_path / 'f'} is a file, not a folder; choose another folder"
+    (tmp_path / "d" / "comment.md").mkdir(parents=True)
+    with pytest.raises(sb.ConfigError) as e:
+        sb.write_storyboard(crash_runs[0], tmp_path / "d")
+    assert str(e.value) == f"{tmp_path / 'd'} holds a folder named comment.md where a file goes; choose another " \
+                           "--storyboard"
+    assert drawn == []
+
+
+def test_write_storyboard_writes_the_comparison_or_says_which_file_cannot_go(monkeypatch, tmp_path, crash_runs):
+    panels_asked(monkeypatch)
+    written = sb.write_storyboard(crash_runs[0], tmp_path / "sb", compare=crash_runs[1])
+    assert sorted(written) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
+                               "05-end.png", "comment.md", "legend.png", "stale-window.gif"]
+    assert "under `pre_fix` vs `described_fix`" in written["comment.md"].read_text()
+    (tmp_path / "in_the_way" / "02-went-stale.png").mkdir(parents=True)  # only the drawing names it
+    with pytest.raises(sb.ConfigError) as e:
+        sb.write_storyboard(crash_runs[0], tmp_path / "in_the_way")
+    assert str(e.value) == f"{tmp_path / 'in_the_way'} holds a folder named 02-went-stale.png where a file goes; " \
+                           "choose another --storyboard"
+    assert sorted(p.name for p in (tmp_path / "in_the_way").iterdir()) == ["02-went-stale.png"]
