@@ -108,15 +108,13 @@ class PlayerModel:
 
     def jump(self, kind: str, direction: int = 1) -> bool:
         """Move to the next (or previous) ``kind`` moment of either run; False, no move and a message if none."""
+        # each run's nearest moment past its own shown step: its position lies past the cursor, since a run's shown
+        # step moves by at most one from a position to the next (compare_positions: no run skips a step)
         targets = []
         for which, run in enumerate(self.runs):
             step = next_moment(run.trace, kind, self.step_of(which), direction)
-            while step is not None:
-                pos = self.position_of(which, step)
-                if (pos > self.cursor) if direction > 0 else (pos < self.cursor):
-                    targets.append(pos)
-                    break
-                step = next_moment(run.trace, kind, step, direction)
+            if step is not None:
+                targets.append(self.position_of(which, step))
         if not targets:
             where = "either run" if len(self.runs) > 1 else "this run"
             self.message = f"No {'later' if direction > 0 else 'earlier'} {kind.replace('-', ' ')} moment in {where}."

@@ -307,3 +307,21 @@ def test_a_static_snapshot_at_a_moment_shows_it_once_and_the_rest(runs, monkeypa
     p = Player(runs[0], precompute=False)
     p._ipython_display_()
     assert shown[0] is p.widget and shown[1].data == p.static_html()
+
+
+def test_no_run_skips_a_step_side_by_side():
+    """What ``jump`` rests on: from one position to the next, each run's shown step moves by zero or one, from its
+    first step to its last, for every gallery scenario and every pair of presets."""
+    from simcache.render.moments import compare_positions
+    from simcache.scenario import gallery
+
+    presets = ("pre_fix", "merged_fix", "described_fix", "followup_fix")
+    for name in gallery():
+        traces = {p: simulate(name, p).trace for p in presets}
+        for i, a in enumerate(presets):
+            for b in presets[i + 1:]:
+                positions, _ = compare_positions([traces[a], traces[b]])
+                for which, t in enumerate((traces[a], traces[b])):
+                    shown = [p[which] for p in positions]
+                    assert shown[0] == 0 and shown[-1] == len(t.steps) - 1, (name, a, b)
+                    assert {y - x for x, y in zip(shown, shown[1:])} <= {0, 1}, (name, a, b)
