@@ -181,3 +181,20 @@ def test_a_side_alone(monkeypatch):
     assert [box.children[0] for box in a.tabs.children] == [a.explanation, a.panels, a.pools, a.invariants, a.legend]
     assert [box.children[0] for box in b.tabs.children] == [b.stack, b.explanation, b.panels, b.pools, b.invariants,
                                                             b.legend]
+
+
+def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs):
+    assert len(Player(runs[0]).model._frames) == len(runs[0].trace.steps) == 263
+    assert len(Player(runs[0], precompute=False).model._frames) == 1  # only the frame on show
+
+
+def test_back_by_operation_lands_on_each_earlier_operations_end(runs):
+    p = Player(runs[0], precompute=False)
+    m = p.model
+    ends = m.op_ends()
+    m.go(ends[3] + 2)
+    p.refresh()
+    p.buttons["prev_op"].click()
+    assert (m.cursor, p.slider.value) == (ends[3], ends[3])
+    p.buttons["prev_op"].click()
+    assert (m.cursor, p.slider.value) == (ends[2], ends[2])
