@@ -7,8 +7,8 @@ Vocabulary
   re-admission, the first clean-up, and the end (the assertion, or the last step when the cache survived); with
   ``compare`` the moments of both runs, each drawn for both runs side by side at the same position (lockstep:
   ``render.moments.compare_positions``).
-- The *stale window* runs from the first went-stale step to the assertion (or the first clean-up, or the end):
-  the GIF shows it one operation at a time, every moment inside it included.
+- The *stale window* runs from the first went-stale step to the last position (the assertion, or the end of a run
+  that survived, a clean-up included): the GIF shows it one operation at a time.
 - Every picture is ``WIDTH`` pixels wide (GitHub's comment column is about 880): a tree is drawn by Graphviz as PNG
   at a dpi that keeps its text legible, shrunk only if wider, and topped by a caption bar (DejaVu Sans).
 - ``comment.md`` links the pictures in order, one caption line each, then the legend (``legend.png``, folded)
@@ -216,14 +216,8 @@ def _stale_gif(runs, positions, ops) -> bytes | None:
         return None
     i0 = next(i for i, r in enumerate(runs) if r.trace.went_stale)
     start = next(p for p, steps in enumerate(positions) if steps[i0] >= min(stale))
-    ends = []
-    for r in runs:
-        t = r.trace
-        if t.cleaned_up:
-            ends.append(t.cleaned_up[0].step)
-        ends.append(len(t.steps) - 1)
     end_pos = len(positions) - 1
-    # one frame per operation end inside the window, plus the start and every moment
+    # one frame at the start, then one at the last step of each operation inside the window
     picks = [start]
     for p in range(start + 1, end_pos + 1):
         if ops[p] != ops[p - 1] or p == end_pos:

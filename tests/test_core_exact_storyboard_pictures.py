@@ -343,3 +343,25 @@ def test_write_storyboard_writes_the_comparison_or_says_which_file_cannot_go(mon
     assert str(e.value) == f"{tmp_path / 'in_the_way'} holds a folder named 02-went-stale.png where a file goes; " \
                            "choose another --storyboard"
     assert sorted(p.name for p in (tmp_path / "in_the_way").iterdir()) == ["02-went-stale.png"]
+
+
+def test_moments_at_one_position_keep_the_runs_order(monkeypatch, crash_runs):
+    asked = panels_asked(monkeypatch)
+    files = sb.storyboard_files(crash_runs[1], crash_runs[0])  # the fixed run first
+    # at op 11 described_fix's clean-up comes first (its run is first), and names the file
+    assert sorted(files)[3] == "04-cleaned-up.png"
+    assert asked[3][1] == ("described_fix: node #8 [1,2] cleaned up by a guard: stale node in _delete_tombstone_leaf "
+                           "| pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in "
+                           "_delete_tombstone_leaf)")
+
+
+def test_the_gif_of_real_trees_keeps_at_most_128_colours(crash_runs):
+    run = crash_runs[0]
+    positions, ops = compare_positions([run.trace])
+    img = Image.open(io.BytesIO(sb._stale_gif([run], positions, ops)))
+    colours = set()
+    for i in range(img.n_frames):
+        img.seek(i)
+        colours |= {c for _, c in img.convert("RGB").getcolors(maxcolors=1 << 16) or ()}
+        assert len(img.convert("RGB").getcolors(maxcolors=1 << 16)) <= 128
+    assert len(colours) > 128  # each frame has its own palette: together they use more
