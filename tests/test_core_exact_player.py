@@ -325,3 +325,16 @@ def test_no_run_skips_a_step_side_by_side():
                     shown = [p[which] for p in positions]
                     assert shown[0] == 0 and shown[-1] == len(t.steps) - 1, (name, a, b)
                     assert {y - x for x, y in zip(shown, shown[1:])} <= {0, 1}, (name, a, b)
+
+
+def test_a_jump_goes_to_the_nearer_of_the_two_runs_moments():
+    # scenario D: pre_fix violates at steps 5, 8, 15, 16; merged_fix only at 5 (the same positions side by side)
+    m = PlayerModel(simulate("scenario_d", "pre_fix"), simulate("scenario_d", "merged_fix"), precompute=False)
+    m.go(12)
+    assert (m.jump("violation", -1), m.cursor) == (True, 8)  # back: pre_fix's 8 before merged_fix's 5
+    assert (m.jump("violation", -1), m.cursor, m.message) == (True, 5, "")
+    assert (m.jump("violation", -1), m.cursor, m.message) == (False, 5, "No earlier violation moment in either run.")
+    # scenario B: pre_fix raises at position 148, described_fix at 151
+    m = PlayerModel(simulate("scenario_b", "pre_fix"), simulate("scenario_b", "described_fix"), precompute=False)
+    assert [(m.jump("assertion"), m.cursor) for _ in range(3)] == [(True, 148), (True, 151), (False, 151)]
+    assert m.message == "No later assertion moment in either run."
