@@ -109,7 +109,8 @@ class PlayerModel:
     def jump(self, kind: str, direction: int = 1) -> bool:
         """Move to the next (or previous) ``kind`` moment of either run; False, no move and a message if none."""
         # each run's nearest moment past its own shown step: its position lies past the cursor, since a run's shown
-        # step moves by at most one from a position to the next (compare_positions: no run skips a step)
+        # step moves by at most one from a position to the next (the recorder's operations are contiguous, and
+        # compare_positions walks each one offset by offset: no run skips a step)
         targets = []
         for which, run in enumerate(self.runs):
             step = next_moment(run.trace, kind, self.step_of(which), direction)

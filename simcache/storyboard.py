@@ -8,7 +8,7 @@ Vocabulary
   ``compare`` the moments of both runs, each drawn for both runs side by side at the same position (lockstep:
   ``render.moments.compare_positions``).
 - The *stale window* runs from the first went-stale step to the last position (the assertion, or the end of a run
-  that survived, a clean-up included): the GIF shows it one operation at a time.
+  that survived; side by side, the end of the longer run): the GIF shows it one operation at a time.
 - Every picture is ``WIDTH`` pixels wide (GitHub's comment column is about 880): a tree is drawn by Graphviz as PNG
   at a dpi that keeps its text legible, shrunk only if wider, and topped by a caption bar (DejaVu Sans).
 - ``comment.md`` links the pictures in order, one caption line each, then the legend (``legend.png``, folded)
@@ -190,7 +190,7 @@ def storyboard_files(run, compare=None) -> dict[str, bytes | str]:
         else:
             cap = " | ".join(f"{m[2]}: {m[3]}" for m in group)
         steps, k = positions[pos], ops[pos]
-        title = f"{len(shots) + 1}. op {k}: {op_text(traces[0], min(k, len(traces[0].ops) - 1))}" + \
+        title = f"{len(shots) + 1}. op {k}: {_op_text(traces, k)}" + \
             ("" if compare is not None else f" · step {steps[0]}")
         trees, side = _trees(runs, steps)
         img = _panel(title, cap, trees,
@@ -207,10 +207,15 @@ def storyboard_files(run, compare=None) -> dict[str, bytes | str]:
     return files
 
 
+def _op_text(traces, k: int) -> str:
+    """Operation ``k`` in words, from the first run that reached it (a run that raised earlier has no op ``k``; the
+    runs share their schedule, so the words are the same in each run that has it)."""
+    return op_text(next(t for t in traces if k < len(t.ops)), k)
+
+
 def _stale_gif(runs, positions, ops) -> bytes | None:
     from PIL import Image
 
-    t0 = runs[0].trace
     stale = [r.trace.went_stale[0].step for r in runs if r.trace.went_stale]
     if not stale:
         return None
@@ -230,7 +235,7 @@ def _stale_gif(runs, positions, ops) -> bytes | None:
     for p in picks:
         steps, k = positions[p], ops[p]
         cap = "; ".join(f"{r.preset}: step {s}, {r.trace.steps[s].text}" for r, s in zip(runs, steps, strict=True))
-        title = f"stale window · op {k}: {op_text(t0, min(k, len(t0.ops) - 1))}"
+        title = f"stale window · op {k}: {_op_text([r.trace for r in runs], k)}"
         trees, side = _trees(runs, steps)
         frames.append(_panel(title, cap, trees, [f"{r.preset}: step {s}" for r, s in zip(runs, steps, strict=True)],
                              side))

@@ -5,12 +5,16 @@ The tree is spelled as nested dicts by ``spec``: a widget the player names (``p.
 ``p.sides[0].tree``) is spelled by that name, so the test also says where each named widget sits."""
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import ipywidgets as W
 import pytest
 
 from simcache import player as player_module
 from simcache import simulate
 from simcache.player import PAGE_CSS, Player, _Side
+from simcache.render.dot import SVG_CACHE
+from simcache.render.frames import op_frames
 
 SIDE_PARTS = ("caption", "tree", "timeline", "stack", "code", "code_box", "explanation", "panels", "pools",
               "invariants", "legend", "tabs")
@@ -183,9 +187,21 @@ def test_a_side_alone(monkeypatch):
                                                             b.legend]
 
 
-def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs):
-    assert len(Player(runs[0]).model._frames) == len(runs[0].trace.steps) == 263
-    assert len(Player(runs[0], precompute=False).model._frames) == 1  # only the frame on show
+def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs, monkeypatch):
+    drawn: list[list[str]] = []
+    monkeypatch.setattr(player_module, "render_many", lambda dots: drawn.append(list(dots)))
+    monkeypatch.setattr(SVG_CACHE, "data", OrderedDict())  # nothing drawn before this test counts
+    p = Player(runs[0])
+    m = p.model
+    every = [m.frame(0, s).dot for s in range(263)]
+    op0 = [m.frame(0, s).dot for s in range(op_frames(runs[0].trace)[0] + 1)]
+    # up front: every frame in one batch; then the frame on show finds no drawing (the stand-in drew nothing),
+    # so its whole operation is drawn as one batch
+    assert len(m._frames) == 263 and drawn == [every, op0] and len(op0) < 263
+    drawn.clear()
+    monkeypatch.setattr(SVG_CACHE, "data", OrderedDict())  # (p's frame on show was drawn for real)
+    q = Player(runs[0], precompute=False)
+    assert len(q.model._frames) == len(op0) and drawn == [op0]  # only the operation on show
 
 
 def test_back_by_operation_lands_on_each_earlier_operations_end(runs):

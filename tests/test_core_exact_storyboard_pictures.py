@@ -92,11 +92,14 @@ def test_two_trees_stacked():
 def test_fonts(monkeypatch):
     regular, bold = sb._font(15), sb._font(17, bold=True)
     assert (regular.path, regular.size, bold.path, bold.size) == (sb.FONT, 15, sb.BOLD, 17)
+    assert (regular.getname(), bold.getname()) == (("DejaVu Sans", "Book"), ("DejaVu Sans", "Bold"))
     assert sb._font(12).path == sb.FONT
+    pillows = ImageFont.load_default(size=21).getname()  # Pillow's own font
+    assert pillows[0] != "DejaVu Sans"
     monkeypatch.setattr(sb, "FONT", "/nonexistent/font.ttf")
-    fallback = sb._font(21)  # Pillow's own font, at the size asked for
-    assert not hasattr(fallback, "path") or fallback.path != "/nonexistent/font.ttf"
-    assert fallback.size == 21
+    monkeypatch.setattr(sb, "BOLD", "/nonexistent/bold.ttf")
+    for fallback in (sb._font(21), sb._font(21, bold=True)):  # a missing font file: Pillow's, at the size asked
+        assert (fallback.getname(), fallback.size) == (pillows, 21)
 
 
 class Ruler:
@@ -220,18 +223,34 @@ def test_the_stale_window_of_one_run(monkeypatch, crash_runs):
 
 def test_the_stale_window_side_by_side_and_its_titles(monkeypatch, crash_runs):
     asked = panels_asked(monkeypatch)
-    traces = [r.trace for r in crash_runs]
-    positions, ops = compare_positions(traces)
+    positions, ops = compare_positions([r.trace for r in crash_runs])
     sb._stale_gif(list(crash_runs), positions, ops)
-    first = next(p for p, s in enumerate(positions) if s[0] >= 122)
-    assert asked[0][0] == f"stale window · op {ops[first]}: {sb.op_text(traces[0], ops[first])}"
-    assert asked[-1][0] == f"stale window · op {ops[-1]}: {sb.op_text(traces[0], ops[-1])}"
-    assert [a[2] for a in asked] == [[f"pre_fix: step {positions[p][0]}", f"described_fix: step {positions[p][1]}"]
-                                     for p in [first] + [p - 1 for p in range(first + 1, len(positions))
-                                                         if ops[p] != ops[p - 1]] + [len(positions) - 1]]
-    assert asked[0][1] == "; ".join(f"{r.preset}: step {s}, {r.trace.steps[s].text}"
-                                    for r, s in zip(crash_runs, positions[first], strict=True))
+    # the same operations' ends as alone; at the end pre_fix stays on its assertion while described_fix goes on
+    both = [122, 144, 175, 184, 192, 201, 222]
+    assert [a[2] for a in asked] == [[f"pre_fix: step {s}", f"described_fix: step {s}"] for s in both] + [
+        ["pre_fix: step 262", "described_fix: step 271"]]
+    assert [a[0] for a in asked][:3] == ["stale window · op 5: R6: request [1,2,7]"] * 2 + [
+        "stale window · op 6: ctl: events"]
+    assert asked[-1][0] == "stale window · op 11: R7: request [8,8,8]"
+    t0, t1 = (r.trace for r in crash_runs)
+    assert asked[0][1] == f"pre_fix: step 122, {t0.steps[122].text}; described_fix: step 122, {t1.steps[122].text}"
+    assert asked[-1][1] == ("pre_fix: step 262, AssertionError: parent does not have child key, 1 in "
+                            "_delete_tombstone_leaf; described_fix: step 271, dec_lock_ref([]#2)")
     assert all(a[3] is False for a in asked)  # two runs: the stand-in _trees says stacked
+
+
+def test_an_operation_only_the_second_run_reached_is_named_from_it(monkeypatch):
+    # scenario C's first run raises at op 7 of this schedule; the fixed one goes on to op 9
+    s = "pf R2 pf R4 mem R6 ctl mem ctl*2"
+    a, b = simulate("scenario_c", "pre_fix", schedule=s), simulate("scenario_c", "described_fix", schedule=s)
+    assert (len(a.trace.ops), len(b.trace.ops)) == (8, 10)
+    asked = panels_asked(monkeypatch)
+    sb.storyboard_files(a, b)
+    pictures = [x[0] for x in asked if not x[0].startswith("stale")]
+    window = [x[0] for x in asked if x[0].startswith("stale")]
+    assert pictures[-2:] == ["4. op 7: mem: evict n=3", "5. op 9: ctl: l3_ack"]
+    assert window[-3:] == ["stale window · op 7: mem: evict n=3", "stale window · op 8: ctl: l3_ack",
+                           "stale window · op 9: ctl: l3_ack"]
 
 
 def test_a_long_window_keeps_every_kth_frame_and_the_last(monkeypatch, crash_runs):
