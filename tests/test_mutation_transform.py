@@ -97,3 +97,14 @@ def test_a_system_device_a_mutant_replaced_is_named_with_the_command_that_puts_i
     assert mutation.replaced_system_devices() == [
         f"{tmp_path / 'null'} is no longer a character device (a mutant replaced it); as root, put it back with: rm "
         f"{tmp_path / 'null'} && mknod -m 666 {tmp_path / 'null'} c 1 3"]
+
+
+def test_the_copy_gets_the_shim_unless_the_hooks_themselves_are_mutated(tmp_path):
+    hooks = (ROOT / "simcache" / "trace_hooks.py").read_text()
+    for module, shim in (("simcache/lru.py", True), ("simcache/trace_hooks.py", False)):
+        work = tmp_path / module.replace("/", "_")
+        work.mkdir()
+        assert mutation.prepare(work, module, ["tests/test_lru.py"], verify=False) is None
+        copied = (work / "simcache" / "trace_hooks.py").read_text()
+        assert copied == (hooks + mutation.TRACE_HOOKS_SHIM if shim else hooks), module
+        assert f"only_mutate = [{json.dumps(module)}]" in (work / "pyproject.toml").read_text()
