@@ -19,7 +19,8 @@ So in the copy (never in the project) two things change, neither of which change
   ``..._N`` for mutant N) behind a trampoline whose code object every mutated function shares, while the names in
   ``raised_in`` and call stacks are found by code object. The shim registers the copies' code objects under the
   SGLang name when ``register`` is handed a trampoline, and never the shared trampoline code, so the names stay right
-  (the trampoline's code counts as simulated only for ``cache._unwrap_simulated``, never in a frame walk).
+  (the trampoline's code counts as simulated only for ``cache._unwrap_simulated``, never in a frame walk). When
+  ``trace_hooks.py`` itself is mutated no cache method is trampolined, and the copy gets no shim.
 Before mutmut runs, the targeted tests run once on the transformed copy (``verify``); a module whose tests do not
 pass there is reported, not mutated.
 
