@@ -202,6 +202,12 @@ def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs, monkeypatc
     monkeypatch.setattr(SVG_CACHE, "data", OrderedDict())  # (p's frame on show was drawn for real)
     q = Player(runs[0], precompute=False)
     assert len(q.model._frames) == len(op0) and drawn == [op0]  # only the operation on show
+    drawn.clear()
+    q.model.go(130)
+    k = q.model.frame().op_index
+    first, last = runs[0].trace.ops[k].first_step, op_frames(runs[0].trace)[k]
+    q.model.svg()  # later in the run: from that operation's first step to its last, not from step 0
+    assert k == 5 and 0 < first <= 130 <= last and drawn == [[m.frame(0, s).dot for s in range(first, last + 1)]]
 
 
 def test_back_by_operation_lands_on_each_earlier_operations_end(runs):
