@@ -220,3 +220,12 @@ def test_back_by_operation_lands_on_each_earlier_operations_end(runs):
     assert (m.cursor, p.slider.value) == (ends[3], ends[3])
     p.buttons["prev_op"].click()
     assert (m.cursor, p.slider.value) == (ends[2], ends[2])
+
+
+def test_relabelling_the_slider_leaves_the_player_where_it_is(runs):
+    p = Player(runs[0], precompute=False)
+    p.model.go(40)
+    p.refresh()
+    p.slider.description = "micro-step"  # a notebook may restyle the widgets: only a new value moves the cursor
+    p.slider.layout.width = "50%"
+    assert (p.model.cursor, p.slider.value, p.slider.description) == (40, 40, "micro-step")

@@ -384,3 +384,27 @@ def test_the_gif_of_real_trees_keeps_at_most_128_colours(crash_runs):
         colours |= {c for _, c in img.convert("RGB").getcolors(maxcolors=1 << 16) or ()}
         assert len(img.convert("RGB").getcolors(maxcolors=1 << 16)) <= 128
     assert len(colours) > 128  # each frame has its own palette: together they use more
+
+
+def test_a_caption_line_just_under_the_column_stays_one_line():
+    caption = "x" * 71 + " " + "i" * 48  # 835.14 px in DejaVu Sans 15: fits 836, not 835
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    assert 835 < probe.textlength(caption, font=font(15)) <= 836
+    got = sb._panel("t", caption, [tree(100, 50, "red")], [""])
+    want, _ = canvas(66 + 50 + 10, "t", [caption])
+    want.paste(tree(100, 50, "red"), (380, 66))
+    assert same(got, want)
+
+
+def test_a_window_opening_on_an_operations_first_step(monkeypatch):
+    # went stale at step 3, the first step of op 1: frames at 3, at op 1's last step (4), and at the end (7)
+    asked = panels_asked(monkeypatch)
+    monkeypatch.setattr(sb, "op_text", lambda t, k: f"op text {k}")
+    trace = SimpleNamespace(went_stale=[SimpleNamespace(step=3)], ops=[0, 1, 2],
+                            steps=[SimpleNamespace(text=f"micro-step {i}") for i in range(8)])
+    run = SimpleNamespace(preset="pre_fix", trace=trace)
+    ops = [0, 0, 0, 1, 1, 2, 2, 2]
+    sb._stale_gif([run], [(i,) for i in range(8)], ops)
+    assert [(a[0], a[1]) for a in asked] == [("stale window · op 1: op text 1", "pre_fix: step 3, micro-step 3"),
+                                             ("stale window · op 1: op text 1", "pre_fix: step 4, micro-step 4"),
+                                             ("stale window · op 2: op text 2", "pre_fix: step 7, micro-step 7")]
