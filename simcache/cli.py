@@ -48,17 +48,26 @@ def _schedule(text: str | None) -> str | None:
 
 
 MAX_MEMORY_LIMIT_MB = 1 << 20  # a terabyte: beyond any machine this runs on
-_OPS = re.compile(r"([0-9]{0,12}):([0-9]{0,12})")
+MAX_OP_NUMBER = 10**18 - 1  # --ops ends: 18 digits at most (a B past the run's end means "to the end")
+_OPS = re.compile(r"(-?[0-9]*):([0-9]*)")
 
 
 def _ops(text: str | None) -> tuple[int | None, int | None] | None:
     """``--ops A:B`` -> (A, B); either end may be left out (``100:``, ``:500``); plain ASCII digits only."""
     if text is None:
         return None
-    m = _OPS.fullmatch(text.strip())
+    m = _OPS.fullmatch(text.strip()) if text.isascii() else None
     if m is None:
         raise UsageError(f"--ops takes A:B (operation numbers from 0 in plain digits, B excluded), like --ops 0:500, "
                          f"not {shown(text, 30)}")
+    if m.group(1).startswith("-"):
+        t = text.strip()
+        raise UsageError(f"--ops {t if len(t) <= 30 else shown(t, 30)} starts below 0: operations are numbered from "
+                         f"0, like --ops 0:{m.group(2) or 500}")
+    for end, digits in zip("AB", m.groups(), strict=True):
+        if len(digits) > 18:
+            raise UsageError(f"--ops {end} has {len(digits):,} digits, over the limit of 18 ({MAX_OP_NUMBER:,}); "
+                             f"give a smaller number, or leave {end} out for the {'start' if end == 'A' else 'end'}")
     a, b = (int(g) if g else None for g in m.groups())
     return a, b
 
@@ -331,11 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 # what print() to a full disk, a closed descriptor or a failing device raises (no file name: it is stdout)
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EBADF, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EINVAL}
-_SIGNED = re.compile(r"-(?:inf|infinity|nan|[0-9.]+[eE][-+]?[0-9]+)", re.IGNORECASE)
+_SIGNED = re.compile(r"-(?:inf|infinity|nan|[0-9.]+[eE][-+]?[0-9]+|[0-9]*:[0-9]*)", re.IGNORECASE)
 
 
 def _guard_signed(argv: Sequence[str]) -> list[str]:
-    """argparse takes ``-inf`` or ``-1e3`` for an option name; a leading space makes it a value (checked later)."""
+    """argparse takes ``-inf``, ``-1e3`` or ``-1:3`` for an option name; a leading space makes it a value (checked
+    later)."""
     return [" " + t if isinstance(t, str) and _SIGNED.fullmatch(t) else t for t in argv]
 
 

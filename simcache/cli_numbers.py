@@ -37,6 +37,9 @@ def whole(option: str, text: str | int | None) -> int | None:
     if value is None and isinstance(text, str) and text.isascii() and text.lstrip("-").isdigit():
         value = high + 1 if not text.startswith("-") else low - 1  # too many digits to be sensible
     span = "a whole number" + (f" >= {low}" if low > -1000 else "")
+    if value is not None and value < low and low <= -1000:  # a minimum too long to state as ">= N" up front
+        raise UsageError(f"--{option} {said} is under the minimum of {low:,}; give a whole number from {low:,} to "
+                         f"{high:,}")
     if value is None and text is not None or value is not None and value < low:
         raise UsageError(f"--{option} must be {span}, not {said}; write plain digits like --{option} {max(low, 1)}")
     if value is not None and value > high:

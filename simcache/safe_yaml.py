@@ -34,9 +34,13 @@ class _Loader(_BASE):  # type: ignore[misc,valid-type]
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
                 key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (list, dict)):  # a complex key ``? [1, 2]``: valid YAML, not plain data
+                    kind = "list" if isinstance(key, list) else "mapping"
+                    raise ScenarioError(f"a {kind} is used as a mapping key at line {key_node.start_mark.line + 1} (a "
+                                        f"YAML complex key, '? ...'); keys are plain text, so write the key as text")
                 try:
                     first = seen.setdefault(key, key_node)
-                except TypeError:  # an unhashable key: the constructor reports it
+                except TypeError:  # another unhashable key: the constructor reports it
                     continue
                 if first is not key_node:
                     raise ScenarioError(f"duplicate key {_short(key)} at line {key_node.start_mark.line + 1} "

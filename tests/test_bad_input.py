@@ -172,6 +172,9 @@ FILES = {
     "self_alias.yaml": "self_alias.yaml has an alias that refers to itself at line 2; remove the alias",
     "shared_rid.yaml": "shared_rid: actors R1 and R2 both start a request with rid 'chat', so some schedules would "
         "have two live requests with one id; give each actor's requests their own rids",
+    # issue 43: a complex key is valid YAML that plain data cannot hold
+    "yaml_complex_key.yaml": "yaml_complex_key.yaml: a list is used as a mapping key at line 2 (a YAML complex key, "
+        "'? ...'); keys are plain text, so write the key as text",
     "underscore_number.yaml": "underscore_number: actor mem op 0: cannot read operation 'evict 1_000'; write e.g. "
         "'request 1 2 3', 'evict 2', 'prefetch_done 4 hit', 'events'",
 }
@@ -217,7 +220,7 @@ SCHEMA_BLIND = {"duplicate_rid.yaml", "extra_buffer_mismatch.yaml", "huge_token.
                 "schedule_huge_repeat.yaml", "name_two_lines.yaml"}
 UNREADABLE = {"a_directory.yaml", "invalid_json.json", "invalid_yaml.yaml", "non_utf8.yaml", "yaml_named_json.json",
               "alias_bomb.yaml", "bad_yaml_tag.yaml", "huge_integer.json", "huge_integer.yaml", "nul_byte.yaml",
-              "python_object_tag.yaml"}
+              "python_object_tag.yaml", "yaml_complex_key.yaml"}
 
 
 @pytest.mark.parametrize("name", sorted(set(FILES) - UNREADABLE))
@@ -332,6 +335,16 @@ CALLS = [
     (["export", "scenario_a", "-o", "/tmp"], "-o must name a file, not the folder '/tmp'; e.g. -o run.html"),
     (["run", "scenario_e"], f"no scenario named 'scenario_e' and no such file; gallery scenarios: {GALLERY}"),
     (["run", ""], f"no scenario named '' and no such file; gallery scenarios: {GALLERY}"),
+    # issue 43: messages that misled
+    (["run", "scenario_a", "--ops", "-1:3"], "--ops -1:3 starts below 0: operations are numbered from 0, like "
+                                             "--ops 0:3"),
+    (["run", "scenario_a", "--ops=-2:"], "--ops -2: starts below 0: operations are numbered from 0, like --ops 0:500"),
+    (["run", "scenario_a", "--ops", "0:" + "1" * 19], "--ops B has 19 digits, over the limit of 18 "
+     "(999,999,999,999,999,999); give a smaller number, or leave B out for the end"),
+    (["explore", "scenario_a", "--seed", "-9" + "0" * 21], "--seed -9000000000000000000000 is under the minimum of "
+     "-9,223,372,036,854,775,808; give a whole number from -9,223,372,036,854,775,808 to 9,223,372,036,854,775,807"),
+    (["workload", "--seed", "-9223372036854775809"], "--seed -9223372036854775809 is under the minimum of "
+     "-9,223,372,036,854,775,808; give a whole number from -9,223,372,036,854,775,808 to 9,223,372,036,854,775,807"),
 ]
 
 

@@ -115,9 +115,20 @@ def test_flags_presets_and_schedules():
 
 
 def test_ops_windows():
-    assert [_ops(t) for t in (None, "3:", ":5", "1:2", " 10:20\n", ":", "0:0", "9" * 12 + ":")] == [
-        None, (3, None), (None, 5), (1, 2), (10, 20), (None, None), (0, 0), (999_999_999_999, None)]
-    for bad in ("a:b", "1-2", "1", "9" * 13 + ":", "１:2", "-1:2", "1:2:3", "", "x" * 40):
+    assert [_ops(t) for t in (None, "3:", ":5", "1:2", " 10:20\n", ":", "0:0", "9" * 18 + ":", ":" + "0" * 18)] == [
+        None, (3, None), (None, 5), (1, 2), (10, 20), (None, None), (0, 0), (10**18 - 1, None), (None, 0)]
+    for text, message in (("9" * 19 + ":", "--ops A has 19 digits, over the limit of 18 (999,999,999,999,999,999); "
+                                           "give a smaller number, or leave A out for the start"),
+                          (":" + "9" * 40, "--ops B has 40 digits, over the limit of 18 (999,999,999,999,999,999); "
+                                           "give a smaller number, or leave B out for the end"),
+                          ("-1:2", "--ops -1:2 starts below 0: operations are numbered from 0, like --ops 0:2"),
+                          (" -1:", "--ops -1: starts below 0: operations are numbered from 0, like --ops 0:500"),
+                          ("-" + "1" * 40 + ":", "--ops '-1111111111111111111111111111... (44 characters) starts "
+                                                 "below 0: operations are numbered from 0, like --ops 0:500")):
+        with pytest.raises(UsageError) as e:
+            _ops(text)
+        assert str(e.value) == message, text
+    for bad in ("a:b", "1-2", "1", "１:2", "1:2:3", "", "x" * 40, "1:-2", "--1:2"):
         with pytest.raises(UsageError) as e:
             _ops(bad)
         said = repr(bad) if len(repr(bad)) <= 30 else f"{repr(bad)[:30]}... ({len(repr(bad))} characters)"
@@ -160,6 +171,7 @@ def test_signed_numbers_are_kept_as_values():
     argv = ["-inf", "-Infinity", "-NaN", "-1e3", "-1.5E+2", "-.5e-1", "-5", "-1.5", "--x", "-e3", "inf", "-1e", 7]
     assert _guard_signed(argv) == [" -inf", " -Infinity", " -NaN", " -1e3", " -1.5E+2", " -.5e-1", "-5", "-1.5",
                                    "--x", "-e3", "inf", "-1e", 7]
+    assert _guard_signed(["-1:3", "-:", "-12:", "-1:2:3", "-a:1"]) == [" -1:3", " -:", " -12:", "-1:2:3", "-a:1"]
 
 
 def test_one_line():

@@ -32,11 +32,11 @@ def test_each_option_takes_its_ends_and_refuses_one_past_them(option):
     for value in (low, high, (low + high) // 2):
         assert whole(option, str(value)) == value
         assert whole(option, value) == value
-    span = f"a whole number >= {low}" if low > -1000 else "a whole number"
-    assert refused(whole, option, str(low - 1)) == (
-        f"--{option} must be {span}, not {low - 1}; write plain digits like --{option} {max(low, 1)}")
-    assert refused(whole, option, low - 1) == (
-        f"--{option} must be {span}, not {low - 1}; write plain digits like --{option} {max(low, 1)}")
+    below = (f"--{option} must be a whole number >= {low}, not {low - 1}; write plain digits like "
+             f"--{option} {max(low, 1)}") if low > -1000 else (
+        f"--{option} {low - 1} is under the minimum of {low:,}; give a whole number from {low:,} to {high:,}")
+    assert refused(whole, option, str(low - 1)) == below
+    assert refused(whole, option, low - 1) == below
     assert refused(whole, option, str(high + 1)) == f"--{option} {high + 1} is over the limit of {high:,}; give a smaller number"
     assert refused(whole, option, high + 1) == f"--{option} {high + 1} is over the limit of {high:,}; give a smaller number"
     assert whole(option, None) is None
@@ -47,8 +47,9 @@ def test_digits_beyond_twenty_are_too_big_or_too_small_by_their_sign():
     assert whole("bound", "0" * 20) == 0  # twenty digits still read
     assert refused(whole, "bound", "0" * 21) == ("--bound 000000000000000000000 is over the limit of 10,000; "
                                                  "give a smaller number")
-    assert refused(whole, "seed", "-" + "1" * 21) == ("--seed must be a whole number, not -111111111111111111111; "
-                                                      "write plain digits like --seed 1")
+    assert refused(whole, "seed", "-" + "1" * 21) == ("--seed -111111111111111111111 is under the minimum of "
+                                                      "-9,223,372,036,854,775,808; give a whole number from "
+                                                      "-9,223,372,036,854,775,808 to 9,223,372,036,854,775,807")
     assert refused(whole, "budget", "9" * 31) == ("--budget '99999999999999999999999999999... (33 characters) is "
                                                   "over the limit of 10,000,000; give a smaller number")
     assert refused(whole, "budget", "-" + "9" * 40) == (
