@@ -100,7 +100,8 @@ LIMIT_SAY = ("simcache: --memory-limit takes megabytes above 0 and at most 1,048
 
 @pytest.mark.parametrize("option, value, said", [
     ("--ops", "\uff11:2", OPS_SAY + "'\uff11:2'"), ("--ops", "+1:3", OPS_SAY + "'+1:3'"),
-    ("--ops", "1_0:20", OPS_SAY + "'1_0:20'"), ("--ops", "9" * 15 + ":", OPS_SAY + repr("9" * 15 + ":")),
+    ("--ops", "1_0:20", OPS_SAY + "'1_0:20'"), ("--ops", "9" * 19 + ":", "simcache: --ops A has 19 digits, over the limit of 18 (999,999,999,999,999,999); "
+                              "give a smaller number, or leave A out for the start"),
     ("--ops", "1:2:3", OPS_SAY + "'1:2:3'"),
     ("--memory-limit", "inf", LIMIT_SAY + "'inf'"), ("--memory-limit", "nan", LIMIT_SAY + "'nan'"),
     ("--memory-limit", "1e400", LIMIT_SAY + "'1e400'"), ("--memory-limit", "0", LIMIT_SAY + "'0'"),
