@@ -1,17 +1,21 @@
-"""Cache operations per second on a seeded realistic workload, against SGLang's real code run the same way.
+"""Cache operations per second across prompt lengths, page sizes and write policies, against SGLang's real code.
 
-    .venv/bin/python benchmarks/bench_cache.py [--requests 2000] [--rounds 3] [--oracle DIR] [--vendor DIR]
+    .venv/bin/python benchmarks/bench_cache.py [--quick] [--rounds 3] [--oracle DIR] [--vendor DIR]
 
-What is timed (every figure is a ratio measured in this one run, the sides alternating A B C A B C ..., medians):
+The matrix (``benchmarks/matrix.py``): prompts of about 50, 300 and 2,000 tokens (means, log-normal tails), page
+sizes 1 and 16, and the three write policies; one seeded multi-turn chat workload per cell. For each cell:
 - SGLang's real code as a *bare loop*: the oracle's real cache built over its fake pools and controller
   (``shared/tools/sglang_oracle``), driven by the oracle's own driver, with only the op loop inside the timer. None
   of the oracle's per-op instrumentation runs (stale-reference scans, status letters, JSON state). The oracle is
   imported at run time from ``--oracle`` and its SGLang files from ``--vendor`` / ``$SGLANG_ORACLE_VENDOR``; when
-  either is missing the row is skipped with the reason. Nothing from SGLang is part of simcache.
-- simcache's ``Driver.apply`` loop the same way (tracing off, only the op loop timed);
-- simcache's public replay entry point ``run_ops(doc, preset)`` as a whole: validation, the loop, the result.
-The end states (canonical tree, tree slots, every pool's free list) are asserted identical before any timing.
-Then: tracing overhead, and scale (10x and 100x the requests: time and peak memory).
+  either is missing the comparison is skipped with the reason. Nothing from SGLang is part of simcache.
+- simcache's public replay entry point ``run_ops(doc, preset)`` as a whole, tracing off: validation, the loop and
+  the result (tree, slots, counters, accounting, free lists).
+The end states (canonical tree, tree slots, every pool's free list) are asserted identical before any timing; the
+two sides then alternate (real, simcache, real, simcache, ...) and each figure is a median. The worst cell is the
+headline; the whole matrix follows, and is written to ``build/bench_cache.md``. ``--quick``: a quarter of the
+requests per cell (for iteration). ``--classic`` adds the older single-workload rows (the ``Driver.apply`` loop,
+tracing overhead, scale).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import tracemalloc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 from simcache.cache import HiMambaRadixCache  # noqa: E402
 from simcache.driver import Driver, Skip  # noqa: E402
@@ -192,9 +197,81 @@ def speed_rows(a, real: RealCode | None, why: str | None) -> list[str]:
     return rows
 
 
+def matrix_rows(a, real: RealCode | None, why: str | None) -> tuple[list[dict], str]:
+    """One dict per cell: its workload, both sides' medians and the ratio (simcache's throughput / the real code's)."""
+    from matrix import cells, prompt_stats
+    from matrix import workload as cell_workload
+
+    rows = []
+    for mean, requests, ps, policy in cells(a.quick, _ints(a.means), _ints(a.page_sizes), _names(a.policies)):
+        doc = cell_workload(mean, requests, ps, policy, seed=a.seed)
+        avg, longest = prompt_stats(doc)
+        res = run_ops(doc, PRESET)
+        row = dict(mean=mean, ps=ps, policy=policy, ops=len(doc["ops"]), avg=avg, longest=longest,
+                   nodes=len(res["tree"]), outcome=res["outcome"])
+        sides = {"run_ops": lambda d=doc: sim_run_ops(d)}
+        if real is not None:
+            _, env = real.loop(doc)
+            theirs = real.state(env)
+            mine = dict(tree=res["tree"], tree_slots=res["tree_slots"], free=res["free"])
+            if theirs != mine:
+                bad = [k for k in mine if mine[k] != theirs[k]]
+                raise SystemExit(f"cell {mean} tokens, page size {ps}, {policy}: simcache's end state differs from "
+                                 f"the real code's in {bad}")
+            sides = {"real": lambda d=doc: real.loop(d), **sides}
+        row.update(alternate(sides, a.rounds))
+        if real is not None:
+            row["ratio"] = row["real"] / row["run_ops"]
+        rows.append(row)
+        print(f"[cell] {mean:>5} tokens, page {ps:>2}, {policy}: " + (
+            f"{row['ratio']:.2f}x" if real is not None else f"{row['run_ops']:.3f} s"), file=sys.stderr, flush=True)
+    return rows, ("identical" if real is not None else f"not compared: {why}")
+
+
+def matrix_table(rows: list[dict], same: str, rounds: int) -> str:
+    lines = ["| prompt tokens (mean / longest) | page size | write policy | ops | final tree | SGLang real code, "
+             "bare loop | simcache `run_ops` | simcache / real throughput |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        real = f"{r['real']:.3f} s" if "real" in r else "-"
+        ratio = f"**{r['ratio']:.2f}×**" if "ratio" in r else "-"
+        lines.append(f"| {r['avg']:,.0f} / {r['longest']:,} | {r['ps']} | {r['policy']} | {r['ops']:,} | "
+                     f"{r['nodes']:,} nodes, {r['outcome']} | {real} | {r['run_ops']:.3f} s | {ratio} |")
+    lines.append(f"\nEnd states {same}; medians of {rounds} alternating rounds.")
+    return "\n".join(lines)
+
+
+def headline(rows: list[dict]) -> str:
+    if not any("ratio" in r for r in rows):
+        return "**Worst cell**: not compared with the real code (see below)."
+    w = min(rows, key=lambda r: r["ratio"])
+    long_cells = [r for r in rows if r["mean"] == max(x["mean"] for x in rows)]
+    lw = min(long_cells, key=lambda r: r["ratio"])
+    return (f"**Worst cell: {w['ratio']:.2f}× the real code's throughput** (`run_ops`, tracing off; prompts of "
+            f"{w['avg']:,.0f} tokens on average, page size {w['ps']}, {w['policy']}: {w['real']:.3f} s real vs "
+            f"{w['run_ops']:.3f} s simcache). Longest prompts, worst cell: {lw['ratio']:.2f}× (page size {lw['ps']}, "
+            f"{lw['policy']}); at page size 1 / 16 there: "
+            + " / ".join(f"{min(r['ratio'] for r in long_cells if r['ps'] == ps):.2f}×"
+                         for ps in sorted({r['ps'] for r in long_cells})) + " (worst policy each).")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(","))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=2000, help="requests in the realistic workload (default 2000)")
+    ap.add_argument("--quick", action="store_true", help="a quarter of the requests per cell, for iteration")
+    ap.add_argument("--means", default="50,300,2000", help="prompt lengths of the matrix (default 50,300,2000)")
+    ap.add_argument("--page-sizes", default="1,16", help="page sizes of the matrix (default 1,16)")
+    ap.add_argument("--policies", default="write_through,write_through_selective,write_back",
+                    help="write policies of the matrix (default: all three)")
+    ap.add_argument("--out", default=os.path.join("build", "bench_cache.md"), help="the markdown written")
+    ap.add_argument("--classic", action="store_true", help="also the single-workload rows (loop, tracing, scale)")
+    ap.add_argument("--requests", type=int, default=2000, help="requests of the classic workload (default 2000)")
     ap.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per figure; medians (default 3)")
     ap.add_argument("--oracle", default=default_oracle(),
@@ -202,13 +279,32 @@ def main() -> int:
                          "beside a folder above it)")
     ap.add_argument("--vendor", help="folder with SGLang's files per preset (default $SGLANG_ORACLE_VENDOR, else "
                                      "the oracle's vendor/)")
-    ap.add_argument("--skip-scale", action="store_true", help="only the comparison with the real code")
+    ap.add_argument("--skip-scale", action="store_true", help="with --classic: no scale rows")
     ap.add_argument("--only-scale", action="store_true", help="only the scale rows")
     a = ap.parse_args()
     if a.only_scale:
         return scale(a)
     real, why = RealCode.load(a.oracle, a.vendor)
-    print(f"## simcache against SGLang's real code ({PRESET}), {a.requests:,} requests, write-through-selective, "
+    load0 = os.getloadavg()
+    rows, same = matrix_rows(a, real, why)
+    load1 = os.getloadavg()
+    out = [f"## simcache against SGLang's real code ({PRESET}), the matrix{' (quick)' if a.quick else ''}\n",
+           headline(rows) + "\n",
+           f"Command: `.venv/bin/python benchmarks/bench_cache.py{' --quick' if a.quick else ''}`; load average "
+           f"{load0[0]:.1f} at the start, {load1[0]:.1f} at the end ({os.cpu_count()} CPUs).\n",
+           matrix_table(rows, same, a.rounds)]
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        f.write(text + "\n")
+    if not a.classic:
+        return 0
+    return classic(a, real, why)
+
+
+def classic(a, real: RealCode | None, why: str | None) -> int:
+    print(f"\n## The classic workload: {a.requests:,} requests, write-through-selective, prompts <= 240 tokens, "
           f"tracing off; medians of {a.rounds} alternating rounds\n")
     print("| page size | ops | result | SGLang real code, bare loop | simcache `Driver.apply` loop | simcache "
           "`run_ops` | simcache / real throughput |\n|---|---|---|---|---|---|---|")

@@ -1,6 +1,15 @@
-"""Traces that scale (#12): `simcache run` with the full trace, seeking, and the HTML export, on a realistic workload.
+"""Traces that scale (#12, #41): `simcache run --json` across the benchmark matrix; seeking and the HTML export.
 
-    .venv/bin/python benchmarks/bench_trace.py [--requests 2000] [--scale 10] [--no-browser]
+    .venv/bin/python benchmarks/bench_trace.py [--quick] [--rounds 3]
+    .venv/bin/python benchmarks/bench_trace.py --classic [--requests 2000] [--scale 10] [--no-browser]
+
+The matrix (``benchmarks/matrix.py``: prompts of about 50, 300 and 2,000 tokens, page sizes 1 and 16, the three
+write policies): per cell, ``simcache run FILE --json`` in-process against the same operations replayed with
+tracing off (``ops_run.execute`` without a recorder), alternating, medians; and the run's peak resident memory in a
+fresh process (``ru_maxrss``). The worst cell (time ratio, then memory) is the headline; the whole matrix follows and
+is written to ``build/bench_trace.md``. ``--quick``: fewer requests per cell.
+
+``--classic``: the older single-workload rows below, on ``bench_cache.workload``.
 
 The workload is ``bench_cache.workload`` (seeded: multi-turn chats over shared system prompts, write-through,
 device evictions every 50 requests, a host tier small enough that host eviction and load-back happen regularly).
@@ -184,6 +193,53 @@ def export_figures(run, folder: str, browser: bool) -> dict:
     return out
 
 
+def matrix(a) -> int:
+    from matrix import cells, prompt_stats
+    from matrix import workload as cell_workload
+
+    load0 = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for mean, requests, ps, policy in cells(a.quick, tuple(int(x) for x in a.means.split(",")),
+                                                tuple(int(x) for x in a.page_sizes.split(",")),
+                                                tuple(a.policies.split(","))):
+            doc = cell_workload(mean, requests, ps, policy)
+            path = write_doc(doc, folder, "cell.json")
+            offs, runs = [], []
+            for _ in range(a.rounds):
+                offs.append(time_off(doc))
+                runs.append(time_run(path))
+            off, run = statistics.median(offs), statistics.median(runs)
+            mem = peak_memory(path)
+            avg, longest = prompt_stats(doc)
+            rows.append(dict(mean=mean, ps=ps, policy=policy, ops=len(doc["ops"]), avg=avg, longest=longest,
+                             off=off, run=run, ratio=run / off, peak=mem["peak_mb"], base=mem["base_mb"]))
+            print(f"[cell] {mean:>5} tokens, page {ps:>2}, {policy}: {run / off:.1f}x, {mem['peak_mb']:.0f} MB",
+                  file=sys.stderr, flush=True)
+    load1 = os.getloadavg()
+    w = max(rows, key=lambda r: r["ratio"])
+    m = max(rows, key=lambda r: r["peak"])
+    head = (f"**Worst cell: `run --json` {w['ratio']:.1f}× tracing off** (prompts of {w['avg']:,.0f} tokens on "
+            f"average, page size {w['ps']}, {w['policy']}: {w['off']:.3f} s → {w['run']:.3f} s; budget ≤ 5×). "
+            f"**Highest peak: {m['peak']:.0f} MB** (prompts of {m['avg']:,.0f} tokens, page size {m['ps']}, "
+            f"{m['policy']}; the interpreter with torch alone: {m['base']:.0f} MB; budget ≤ 400 MB).")
+    lines = [f"## `simcache run --json` across the matrix ({PRESET}){' (quick)' if a.quick else ''}\n", head + "\n",
+             f"Command: `.venv/bin/python benchmarks/bench_trace.py{' --quick' if a.quick else ''}`; load average "
+             f"{load0[0]:.1f} at the start, {load1[0]:.1f} at the end ({os.cpu_count()} CPUs); medians of "
+             f"{a.rounds} alternating rounds.\n",
+             "| prompt tokens (mean / longest) | page size | write policy | ops | tracing off | `run --json` | "
+             "ratio | peak memory |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['avg']:,.0f} / {r['longest']:,} | {r['ps']} | {r['policy']} | {r['ops']:,} | "
+                     f"{r['off']:.3f} s | {r['run']:.3f} s | **{r['ratio']:.1f}×** | {r['peak']:.0f} MB |")
+    text = "\n".join(lines)
+    print(text)
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        f.write(text + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
@@ -191,7 +247,17 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--seeks", type=int, default=200)
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="the matrix with fewer requests per cell")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per matrix cell; medians (default 3)")
+    ap.add_argument("--means", default="50,300,2000", help="prompt lengths of the matrix (default 50,300,2000)")
+    ap.add_argument("--page-sizes", default="1,16", help="page sizes of the matrix (default 1,16)")
+    ap.add_argument("--policies", default="write_through,write_through_selective,write_back",
+                    help="write policies of the matrix (default: all three)")
+    ap.add_argument("--out", default=os.path.join("build", "bench_trace.md"), help="the markdown written")
+    ap.add_argument("--classic", action="store_true", help="the single-workload rows (scale, seek, export) instead")
     a = ap.parse_args()
+    if not a.classic:
+        return matrix(a)
     from simcache.scenario import load
     from simcache.simulate import simulate
 

@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/run_all.py [--quick]
 
+The cache and trace benchmarks run the matrix (prompt lengths x page sizes x write policies, ``matrix.py``) and
+also write ``build/bench_cache.md`` and ``build/bench_trace.md`` (worst cell first, then the whole matrix).
+
 Each script measures its ratios within its own run (no numbers are compared across machines or runs). The soak
 (benchmarks/soak.py, a million operations per preset) is long and runs only with --soak.
 """
@@ -21,16 +24,23 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller workloads")
     ap.add_argument("--soak", action="store_true", help="also run the million-operation soak")
     a = ap.parse_args()
-    plan = [("cache", ["bench_cache.py"] + (["--requests", "500"] if a.quick else [])),
-            ("exploration", ["bench_explore.py"] + (["--quick"] if a.quick else [])),
+    quick = ["--quick"] if a.quick else []
+    plan = [("cache: the matrix", ["bench_cache.py", *quick]),
+            ("traces: the matrix", ["bench_trace.py", *quick]),
+            ("exploration", ["bench_explore.py", *quick]),
             ("rendering", ["bench_render.py"]), ("gpu", ["bench_gpu.py"]),
-            ("traces", ["bench_trace.py"] + (["--requests", "300", "--scale", "3", "--seeks", "40"] if a.quick
-                                             else [])),
+            ("cache: the classic workload", ["bench_cache.py", "--classic", "--means", "50", "--page-sizes", "1",
+                                             "--policies", "write_through_selective", "--out",
+                                             os.path.join("build", "bench_cache_classic.md")]
+             + (["--requests", "500", "--quick"] if a.quick else [])),
+            ("traces: seek and export", ["bench_trace.py", "--classic"] + (["--requests", "300", "--scale", "3",
+                                                                          "--seeks", "40"] if a.quick else [])),
             ("code pane", ["bench_codepane.py"] + (["--requests", "200", "--seeks", "30", "--repeat", "2"] if a.quick
                                                    else []))]
     if a.soak:
         plan.append(("soak", ["soak.py"] + (["--ops", "100000"] if a.quick else [])))
-    out = [f"# simcache benchmarks ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs)\n"]
+    out = [f"# simcache benchmarks ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load average "
+           f"{os.getloadavg()[0]:.1f} at the start)\n"]
     status = 0
     for name, cmd in plan:
         path = os.path.join(HERE, cmd[0])
