@@ -1,0 +1,190 @@
+"""A release's files from its wheel on the package index: found, downloaded once, verified, extracted into the cache.
+
+- The index is PyPI's JSON simple API (``$SIMCACHE_INDEX_URL``, default ``https://pypi.org/simple/``, asked with
+  ``Accept: application/vnd.pypi.simple.v1+json``): it lists every file of ``sglang`` with its sha256 and size.
+- Any wheel of the version will do (the cache files are plain Python); cp311 manylinux x86_64 is preferred.
+- The download is refused before it starts when the index says it is over ``MAX_WHEEL`` bytes, stops if it grows
+  past what the index said, and is checked against the index's sha256 (and against ``PINNED``, the hashes this
+  project has seen) before it is kept: ``<cache>/sglang/wheels/<file>``.
+- Only the files asked for are extracted, into ``<cache>/sglang/<version>/sglang/...``, each written atomically,
+  through folders that are checked not to be symlinks; ``files.json`` keeps their sha256, checked at each use.
+
+The standard library's ``urllib`` does the HTTP: one GET for the index and one for the wheel need no dependency.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sys
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .cachefs import safe_dir, sha256_file, write_atomic
+from .source import Source, SourceError, cache_dir
+
+INDEX_ENV = "SIMCACHE_INDEX_URL"
+DEFAULT_INDEX = "https://pypi.org/simple/"
+ACCEPT = "application/vnd.pypi.simple.v1+json"
+MAX_INDEX = 50_000_000  # bytes of index JSON (sglang's is about 0.2 MB)
+MAX_WHEEL = 300_000_000  # bytes: sglang's wheels are 22-39 MB
+MAX_MEMBER = 10_000_000  # bytes of one extracted file
+TIMEOUT_S = 60
+PINNED = {  # wheel file -> sha256, as the index published it when this project pinned it
+    "sglang-0.5.17-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "575e38f5683624ded3b4bb267f637a098e5ed37d13a1d1ff5ea09bd781a04d16",
+}
+Say = Callable[[str], None]
+
+
+def _stderr(text: str) -> None:
+    print(f"simcache: {text}", file=sys.stderr, flush=True)
+
+
+def _get(url: str, limit: int, accept: str | None = None):
+    req = urllib.request.Request(url, headers={"User-Agent": "simcache", **({"Accept": accept} if accept else {})})
+    try:
+        return urllib.request.urlopen(req, timeout=TIMEOUT_S)  # noqa: S310 -- https (or the test's local index)
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise SourceError(f"the package index has no sglang at {url} (HTTP 404)") from None
+        raise SourceError(f"the package index answered HTTP {e.code} for {url}; try again later") from None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        why = getattr(e, "reason", None) or e
+        raise SourceError(f"cannot reach the package index at {url} ({why}); check the network, or give "
+                          f"--sglang PATH to a local checkout") from None
+
+
+def index(name: str = "sglang") -> dict:
+    """The index's JSON for ``name``: ``{"files": [{"filename", "url", "hashes", "size", ...}], "versions": [...]}``."""
+    base = os.environ.get(INDEX_ENV) or DEFAULT_INDEX
+    url = base.rstrip("/") + f"/{name}/"
+    with _get(url, MAX_INDEX, ACCEPT) as r:
+        data = r.read(MAX_INDEX + 1)
+    if len(data) > MAX_INDEX:
+        raise SourceError(f"the package index's answer for {name} is over {MAX_INDEX // 1_000_000} MB; refusing it")
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        raise SourceError(f"the package index at {url} did not answer in the JSON simple API; set ${INDEX_ENV} to "
+                          f"an index that does (like https://pypi.org/simple/)") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+        raise SourceError(f"the package index at {url} gave no file list for {name}")
+    return doc
+
+
+def _rank(filename: str) -> tuple[int, int]:
+    return (0 if "-cp311-" in filename else 1, 0 if "manylinux" in filename and "x86_64" in filename else 1)
+
+
+def pick(doc: dict, version: str) -> dict:
+    """The wheel of ``version`` to fetch (cp311 manylinux x86_64 first, else any), or one sentence why none."""
+    wheels = [f for f in doc["files"] if isinstance(f, dict) and str(f.get("filename", "")).endswith(".whl")
+              and str(f["filename"]).split("-")[1:2] == [version] and isinstance(f.get("hashes"), dict)
+              and f["hashes"].get("sha256") and f.get("url")]
+    if not wheels:
+        versions = [v for v in doc.get("versions", []) if isinstance(v, str)]
+        if version not in versions:
+            latest = f" (the newest is {versions[-1]})" if versions else ""
+            raise SourceError(f"sglang has no release {version} on the package index{latest}; give a released "
+                              f"version like 0.5.17")
+        raise SourceError(f"sglang {version} has no wheel with a sha256 on the package index; give --sglang PATH "
+                          f"to an unpacked copy instead")
+    wheels.sort(key=lambda f: (bool(f.get("yanked")), *_rank(f["filename"]), f["filename"]))
+    return wheels[0]
+
+
+def download(entry: dict, base: Path, say: Say) -> Path:
+    """The wheel ``entry`` names, in ``base/wheels/``: reused when its sha256 matches, else fetched and verified."""
+    name, want = entry["filename"], entry["hashes"]["sha256"].lower()
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise SourceError(f"the package index named a wheel {name[:60]!r}; refusing a file name with a path in it")
+    pinned = PINNED.get(name)
+    if pinned and pinned != want:
+        raise SourceError(f"the package index's sha256 for {name} is {want[:12]}..., not the {pinned[:12]}... this "
+                          f"project pinned; refusing it")
+    folder = safe_dir(base, Path("wheels"))
+    path = folder / name
+    if path.is_file() and not path.is_symlink() and sha256_file(path) == want:
+        return path
+    size = entry.get("size")
+    if isinstance(size, int) and size > MAX_WHEEL:
+        raise SourceError(f"{name} is {size / 1e6:.0f} MB, over the {MAX_WHEEL // 1_000_000} MB this tool fetches")
+    limit = size if isinstance(size, int) and size > 0 else MAX_WHEEL
+    say(f"downloading {name} ({limit / 1e6:.1f} MB) into {folder}")
+    tmp = folder / f".{name}.{secrets.token_hex(6)}.part"
+    h, got = hashlib.sha256(), 0
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as f, _get(entry["url"], limit) as r:
+            while chunk := r.read(1 << 20):
+                got += len(chunk)
+                if got > limit:
+                    raise SourceError(f"the download of {name} grew past the {limit:,} bytes the index announced; "
+                                      f"refusing it")
+                h.update(chunk)
+                f.write(chunk)
+        if h.hexdigest() != want:
+            raise SourceError(f"the downloaded {name} has sha256 {h.hexdigest()[:12]}..., not the index's "
+                              f"{want[:12]}...; nothing was kept, try again")
+        os.replace(tmp, path)
+    except (OSError, urllib.error.URLError) as e:
+        raise SourceError(f"the download of {name} failed ({getattr(e, 'reason', None) or e}); try again") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def extract(wheel: Path, members: tuple[str, ...], dest: Path, base: Path) -> dict[str, str]:
+    """Write each of ``members`` the wheel has into ``dest`` (under ``base``); their sha256 by name."""
+    out = {}
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            names = set(z.namelist())
+            for m in members:
+                if m not in names:
+                    continue
+                info = z.getinfo(m)
+                if info.file_size > MAX_MEMBER:
+                    raise SourceError(f"{m} in {wheel.name} is over {MAX_MEMBER // 1_000_000} MB; refusing it")
+                data = z.read(m)
+                write_atomic(dest / m, data, base)
+                out[m] = hashlib.sha256(data).hexdigest()
+    except (zipfile.BadZipFile, OSError) as e:
+        raise SourceError(f"cannot read {wheel.name} ({e}); clear the cache with `python -m simcache real "
+                          f"--clear-cache` and try again") from None
+    return out
+
+
+def release(version: str, files: tuple[str, ...], say: Say = _stderr) -> Source:
+    """``files`` of sglang ``version``, from the cache folder or its wheel (fetched once, verified, extracted)."""
+    base = cache_dir() / "sglang"
+    dest = base / version
+    manifest_path = dest / "files.json"
+    manifest: dict = {}
+    if manifest_path.is_file() and not manifest_path.is_symlink():
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            manifest = {}
+    have = manifest.get("files", {}) if isinstance(manifest.get("files"), dict) else {}
+    wanted = [f for f in files if f not in manifest.get("absent", [])]
+    fresh = all(f in have and _intact(dest / f, have[f]) for f in wanted)
+    if not fresh or not manifest.get("wheel"):
+        entry = pick(index(), version)
+        wheel = download(entry, base, say)
+        got = extract(wheel, tuple(files), dest, base)
+        have = {**have, **got}
+        absent = (set(manifest.get("absent", [])) | set(files)) - set(have)
+        manifest = dict(wheel=entry["filename"], sha256=entry["hashes"]["sha256"], files=have, absent=sorted(absent))
+        write_atomic(manifest_path, json.dumps(manifest, indent=1).encode(), base)
+    return Source(dest, f"sglang {version} ({manifest['wheel']}, sha256 {manifest['sha256'][:12]}...)", "release",
+                  version)
+
+
+def _intact(path: Path, sha: str) -> bool:
+    return path.is_file() and not path.is_symlink() and sha256_file(path) == sha
