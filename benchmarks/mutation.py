@@ -65,6 +65,26 @@ STREAM_TESTS = [f"tests/test_streams.py::test_{name}" for name in (
     "the_emulation_really_defers_a_caches_copies_until_something_needs_them",
     "removing_any_one_synchronisation_makes_a_probe_fail",
     "gpu_check_runs_its_probes_and_programs_under_the_emulation")]
+# invariants/: the one-pass and incremental checks are compared with the named ones over whole runs there (CORE
+# adds minutes per surviving mutant and no check the two files lack)
+INVARIANT_TESTS = ["tests/test_invariants.py", "tests/test_core_exact_invariants.py"]
+# trace/: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
+TRACE_TESTS = ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
+    "tests/test_trace_equivalence.py", "tests/test_core_exact_trace.py",
+    # the one detach whose parent's slot held another node (worded by _w_detach)
+    "tests/test_core_exact_cache.py::"
+    "test_detach_pops_whatever_the_slot_holds_counts_it_and_reports_the_cut",
+    *(f"tests/test_trace_scale.py::test_{name}" for name in (
+        "run_builds_no_snapshot", "snapshots_rebuilt_in_any_order_equal_one_front_to_back_replay",
+        "one_ledger_of_holders_agrees_with_itself_on_every_boundary",
+        "a_run_over_the_memory_limit_stops_with_one_sentence",
+        "trace_options_take_plain_bounded_numbers",
+        "a_bad_memory_limit_in_the_environment_is_named",
+        "ops_window_traces_only_those_operations", "progress_bar_on_request",
+        "the_streamed_trace_hash_is_the_hash_of_the_whole_json_text",
+        "run_ops_trace_rebuilds_each_operations_tree_instead_of_storing_it",
+        "run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so",
+        "the_hash_writer_spells_odd_entries_as_json_dumps_does"))]
 MODULES = {
     "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
     "simcache/evict_host.py": CORE,
@@ -84,9 +104,11 @@ MODULES = {
                          "tests/test_tree.py::test_format_key_spells_every_key_token_by_token"],
     "simcache/controller.py": ["tests/test_core_exact_controller.py", "tests/test_pools.py", "tests/test_streams.py",
                                *CORE],
-    # the one-pass and incremental checks are compared with the named ones over whole runs there (CORE adds
-    # minutes per surviving mutant and no check the two files lack)
-    "simcache/invariants.py": ["tests/test_invariants.py", "tests/test_core_exact_invariants.py"],
+    "simcache/invariants/named.py": INVARIANT_TESTS,
+    "simcache/invariants/one_pass.py": INVARIANT_TESTS,
+    "simcache/invariants/tracked.py": INVARIANT_TESTS,
+    "simcache/invariants/boundary_state.py": INVARIANT_TESTS,
+    "simcache/invariants/boundary.py": INVARIANT_TESTS,
     # (no test_static_views.py: its kernel imports the installed package, never the mutant)
     "simcache/state.py": ["tests/test_core_exact_state.py", "tests/test_invariants.py", *CORE],
     "simcache/driver.py": ["tests/test_operations.py", "tests/test_core_exact_driver.py", "tests/test_gallery.py",
@@ -97,23 +119,15 @@ MODULES = {
                                    "tests/test_minimality.py", "tests/test_shrink_schedule_pass.py"],
     "simcache/explore/shrink_passes.py": ["tests/test_core_exact_shrink.py", "tests/test_explore.py",
                                           "tests/test_minimality.py", "tests/test_shrink_schedule_pass.py"],
-    # trace.py: the recorder, the lazy steps and the hash writer (the scale tests without the browser one)
-    "simcache/trace.py": ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_fast_paths.py",
-                          "tests/test_trace_equivalence.py", "tests/test_core_exact_trace.py",
-                          # the one detach whose parent's slot held another node (worded by _w_detach)
-                          "tests/test_core_exact_cache.py::"
-                          "test_detach_pops_whatever_the_slot_holds_counts_it_and_reports_the_cut",
-                          *(f"tests/test_trace_scale.py::test_{name}" for name in (
-                              "run_builds_no_snapshot", "snapshots_rebuilt_in_any_order_equal_one_front_to_back_replay",
-                              "one_ledger_of_holders_agrees_with_itself_on_every_boundary",
-                              "a_run_over_the_memory_limit_stops_with_one_sentence",
-                              "trace_options_take_plain_bounded_numbers",
-                              "a_bad_memory_limit_in_the_environment_is_named",
-                              "ops_window_traces_only_those_operations", "progress_bar_on_request",
-                              "the_streamed_trace_hash_is_the_hash_of_the_whole_json_text",
-                              "run_ops_trace_rebuilds_each_operations_tree_instead_of_storing_it",
-                              "run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so",
-                              "the_hash_writer_spells_odd_entries_as_json_dumps_does"))],
+    "simcache/trace/records.py": TRACE_TESTS,
+    "simcache/trace/wording.py": TRACE_TESTS,
+    "simcache/trace/hash_writer.py": TRACE_TESTS,
+    "simcache/trace/stale.py": TRACE_TESTS,
+    "simcache/trace/memory.py": TRACE_TESTS,
+    "simcache/trace/ledger.py": TRACE_TESTS,
+    "simcache/trace/recorder.py": TRACE_TESTS,
+    "simcache/trace/replay.py": TRACE_TESTS,
+    "simcache/trace/timeline.py": TRACE_TESTS,
     # the explorer's machine and its state key: the machine's own tests, the reduced searches, then the searches
     "simcache/explore/statekey.py": ["tests/test_core_exact_statekey.py", "tests/test_explore_machine.py",
                                      "tests/test_dpor.py", "tests/test_explore.py"],

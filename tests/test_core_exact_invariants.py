@@ -79,7 +79,7 @@ class Agreement:
             return got
 
         monkeypatch.setattr(BoundaryCheck, "failing", both)
-        monkeypatch.setattr(invariants, "failing", counted)
+        monkeypatch.setattr(invariants.boundary, "failing", counted)
 
 
 def test_the_three_checks_agree_on_every_boundary_of_the_gallery_under_every_preset(monkeypatch):
@@ -1009,7 +1009,7 @@ def test_a_pool_that_is_no_numpy_view_makes_the_boundary_check_answer_with_faili
         return real(cache, live, memo)
 
     w = Watched()
-    monkeypatch.setattr(invariants, "failing", counted)
+    monkeypatch.setattr(invariants.boundary, "failing", counted)
     w.cache.pools.device_kv._np = None
     w.a.full_lock_ref += 1
     assert w.bc.failing(w.live) == {"leaf_sets", "size_counters"} == named(w.cache, w.live)

@@ -22,7 +22,7 @@ from simcache.ops_run import build_config, execute, run_ops
 from simcache.scenario import from_doc, load
 from simcache.simulate import resolve_flags, simulate
 from simcache.state import tree_lines
-from simcache.trace import Recorder
+from simcache.trace import Recorder, hash_writer, ledger, memory, recorder, timeline, wording
 
 
 def traced(name: str = "crash_pr", every: int = 2, **kw) -> Recorder:
@@ -55,7 +55,7 @@ def count_replayers(monkeypatch) -> list:
             starts.append(cp.op)
             super().__init__(main, cp, want, date_op)
 
-    monkeypatch.setattr(trace, "_Replayer", Counted)
+    monkeypatch.setattr(recorder, "_Replayer", Counted)
     return starts
 
 
@@ -88,7 +88,7 @@ def test_prefetch_rebuilds_the_steps_and_their_operations_first_steps_in_one_rep
 
 def test_prefetch_keeps_everything_it_rebuilt_even_past_the_frame_cache(monkeypatch):
     rec = traced()
-    monkeypatch.setattr(trace, "FRAME_CACHE", 4)
+    monkeypatch.setattr(timeline, "FRAME_CACHE", 4)
     rec.snapshots.prefetch(range(40, 50))
     assert list(rec.snapshots._lru) == [35, *range(40, 50)]
 
@@ -224,16 +224,16 @@ def test_a_replayer_is_attached_only_when_it_is_made():
 
 
 def test_call_stacks_are_interned_and_the_table_starts_again_past_65536_stacks():
-    trace._STACKS.clear()
+    ledger._STACKS.clear()
     a = trace._intern(("evict", "_evict_device_leaf"))
     assert trace._intern(("evict", "_evict_device_leaf")) is a and trace._intern(("evict",)) == ("evict",)
     for i in range((1 << 16) - 2):
         trace._intern((str(i),))
     trace._intern(("y",))
-    assert len(trace._STACKS) == (1 << 16) + 1  # the table holds up to 65,537 stacks
+    assert len(ledger._STACKS) == (1 << 16) + 1  # the table holds up to 65,537 stacks
     trace._intern(("x",))  # over the bound: the next new stack starts it again
-    assert len(trace._STACKS) == 1 and trace._intern(("x",)) == ("x",)
-    trace._STACKS.clear()
+    assert len(ledger._STACKS) == 1 and trace._intern(("x",)) == ("x",)
+    ledger._STACKS.clear()
 
 
 def test_a_timeline_miss_replays_the_step_and_its_operations_start_and_walking_forward_the_stretch_ahead():
@@ -285,7 +285,7 @@ def test_a_timeline_index_outside_the_run_is_one_sentence():
 def test_the_timeline_keeps_the_most_recently_rebuilt_frame_cache_snapshots():
     tl = traced(every=2).snapshots
     tl._keep({k: f"s{k}" for k in range(600)})
-    assert list(tl._lru) == list(range(600 - trace.FRAME_CACHE, 600)) and trace.FRAME_CACHE == 512
+    assert list(tl._lru) == list(range(600 - timeline.FRAME_CACHE, 600)) and timeline.FRAME_CACHE == 512
     tl._keep({3: "again"})
     assert list(tl._lru) == [*range(89, 600), 3] and tl._lru[3] == "again"
     tl._keep({k: "wide" for k in range(1000, 1700)}, room=700)
@@ -311,11 +311,11 @@ def test_a_walk_wider_than_the_frame_cache_still_serves_the_step_asked_for():
     walk = {rec.ops[2].first_step, j} | {s for q in range(3, len(rec.ops))
                                          for s in (rec.ops[q].first_step, rec.ops[q].last_step)}
     assert calls == [(1, [rec.ops[1].first_step, i]), (len(rec.ops) - 1, sorted(walk)), (2, [j])]
-    assert len(tl._lru) == trace.FRAME_CACHE and j not in tl._lru
+    assert len(tl._lru) == timeline.FRAME_CACHE and j not in tl._lru
     wanted = set(range(1000, 1700)) | {rec.ops[trace.op_position(rec, s)].first_step for s in range(1000, 1700)}
     assert len(wanted & tl._lru.keys()) > 0  # some were kept by the walk
     tl.prefetch(range(1000, 1700))  # a prefetch keeps all it wants, the ones kept already too, past the cache
-    assert tl._lru.keys() == wanted and len(wanted) > trace.FRAME_CACHE
+    assert tl._lru.keys() == wanted and len(wanted) > timeline.FRAME_CACHE
 
 
 def test_iter_snapshots_runs_from_the_start_to_the_end_unless_told_one_stretch_at_a_time():
@@ -340,7 +340,7 @@ def test_operation_ends_from_the_last_stretches_replay_each_stretch_once(monkeyp
 def test_a_recorder_without_invariants_never_checks_them(monkeypatch):
     checked = []
     real = trace.check_all
-    monkeypatch.setattr(trace, "check_all", lambda *a, **k: (checked.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(ledger, "check_all", lambda *a, **k: (checked.append(1), real(*a, **k))[1])
     quiet = by_hand("crash_pr", invariants=False)
     assert checked == [] and quiet.violations == [] and len(quiet._eager) == 263
     by_hand("crash_pr")
@@ -415,9 +415,9 @@ def worded_by_the_generic_path(monkeypatch, rec: Recorder) -> list:
     """The log entries the hash writer sends to ``_words`` (the generic wording) while hashing ``rec``."""
     expected = reference_hash(rec)  # (wording every step: before the spy)
     sent, real = [], trace._words
-    monkeypatch.setattr(trace, "_words", lambda e: (sent.append(e), real(e))[1])
+    monkeypatch.setattr(hash_writer, "_words", lambda e: (sent.append(e), real(e))[1])
     assert rec.sha256() == expected
-    monkeypatch.setattr(trace, "_words", real)
+    monkeypatch.setattr(hash_writer, "_words", real)
     return sent
 
 
@@ -462,7 +462,7 @@ def test_the_hash_writers_memo_spells_each_repeated_text_once(monkeypatch):
     assert encoded == ["R1", None, ["unhashable"], {"function": "evict_host"}, {"b": 1, "a": "\u00e9"}]
     keyed = []
     real_key_text = trace._key_text
-    monkeypatch.setattr(trace, "_key_text", lambda k: (keyed.append(k), real_key_text(k))[1])
+    monkeypatch.setattr(hash_writer, "_key_text", lambda k: (keyed.append(k), real_key_text(k))[1])
     key, same_value = (1, 2, 3), tuple([1, 2, 3])
     assert [memo.key(key), memo.key(key), memo.key(same_value), memo.key("a\u00e9\"b")] == [
         "1,2,3", "1,2,3", "1,2,3", 'a\\u00e9\\"b']
@@ -474,7 +474,7 @@ def test_the_hash_writers_memo_spells_each_repeated_text_once(monkeypatch):
 def test_a_keys_text_is_spelled_once_per_key_object(monkeypatch):
     spelled = []
     real = trace.format_key
-    monkeypatch.setattr(trace, "format_key", lambda k: (spelled.append(k), real(k))[1])
+    monkeypatch.setattr(wording, "format_key", lambda k: (spelled.append(k), real(k))[1])
     trace._KEY_TEXT.clear()
     key, equal = (4, 5), tuple([4, 5])
     assert [trace._key_text(key), trace._key_text(key), trace._key_text(equal), trace._key_text([6])] == [
@@ -553,8 +553,8 @@ def test_a_call_from_a_known_stack_looks_no_stack_up(monkeypatch):
             Counted.gets += 1
             return super().get(*args)
 
-    monkeypatch.setattr(trace, "_STACKS", Counted({(): ()}))
-    monkeypatch.setattr(trace, "_NEXT_STACK", {})
+    monkeypatch.setattr(ledger, "_STACKS", Counted({(): ()}))
+    monkeypatch.setattr(ledger, "_NEXT_STACK", {})
     rec = Recorder(snapshots=False, invariants=False)
     for _ in range(3):
         rec.enter("a", ())
@@ -567,21 +567,21 @@ def test_a_call_from_a_known_stack_looks_no_stack_up(monkeypatch):
 
 
 def test_the_memo_of_stack_transitions_starts_again_past_65536_entries(monkeypatch):
-    monkeypatch.setattr(trace, "_STACKS", {(): ()})
-    monkeypatch.setattr(trace, "_NEXT_STACK", {})
+    monkeypatch.setattr(ledger, "_STACKS", {(): ()})
+    monkeypatch.setattr(ledger, "_NEXT_STACK", {})
     rec = Recorder(snapshots=False, invariants=False)
     for i in range(65537):
         rec.enter(f"f{i}", ())
         rec.exit(f"f{i}")
-    assert len(trace._NEXT_STACK) == 65537
+    assert len(ledger._NEXT_STACK) == 65537
     rec.enter("one more", ())
-    assert list(trace._NEXT_STACK.values()) == [((), ("one more",))]
+    assert list(ledger._NEXT_STACK.values()) == [((), ("one more",))]
 
 
 def test_memory_is_checked_after_the_first_operation_and_every_64th(monkeypatch):
     rec = Recorder(snapshots=False, invariants=False)
     checked = []
-    monkeypatch.setattr(trace, "rss_mb", lambda: checked.append(len(rec.ops)) or 1.0)
+    monkeypatch.setattr(memory, "rss_mb", lambda: checked.append(len(rec.ops)) or 1.0)
     for i in range(130):
         rec.begin_op(i, {"op": "events"})
         rec.end_op(i, ".")
@@ -654,7 +654,7 @@ def test_without_proc_resident_memory_is_the_peak_and_without_either_it_is_unkno
                  "fewer operations with --ops A:B (e.g. --ops 50:101), or raise the limit with --memory-limit MB"),
 ])
 def test_the_memory_limit_sentence_names_the_operation_and_a_window_to_try(monkeypatch, ops, used, message):
-    monkeypatch.setattr(trace, "rss_mb", lambda: used)
+    monkeypatch.setattr(memory, "rss_mb", lambda: used)
     rec = Recorder(snapshots=False, invariants=False, memory_limit_mb=100)
     if ops:
         rec.begin_op(ops, {"op": "events"})
@@ -682,7 +682,7 @@ def test_a_detach_outside_any_call_is_the_drivers_and_its_whole_subtree_becomes_
 
 
 def test_a_violation_the_named_check_does_not_word_is_a_simcache_bug(monkeypatch):
-    monkeypatch.setattr(trace, "check_all", lambda cache, live, names=None: {n: None for n in names or ()})
+    monkeypatch.setattr(ledger, "check_all", lambda cache, live, names=None: {n: None for n in names or ()})
     with pytest.raises(trace.InternalError) as e:
         by_hand("scenario_d", snapshots=False)
     assert str(e.value) == "invariant tier_monotonicity: the one-pass check and the named check disagree"
@@ -834,11 +834,11 @@ def test_a_replay_starts_from_the_checkpoint_before_the_first_wanted_step():
             calls.append(cp.op)
             super().__init__(main, cp, want, date_op)
 
-    trace._Replayer = Spy
+    recorder._Replayer = Spy
     try:
         got = rec._replay(9, {40, 200}).got  # step 40 is in operation 2, step 200 in operation 9
     finally:
-        trace._Replayer = real
+        recorder._Replayer = real
     assert calls == [2] and sorted(got) == [40, 200]
     assert (got[40], got[200]) == (rec.snapshots[40], rec.snapshots[200])
 
@@ -851,7 +851,7 @@ def test_the_encoder_is_json_dumps_with_sorted_keys_and_str_for_anything_else(mo
               None, [float("nan"), float("inf")], [{"k": float("-inf")}], []]
     for enc in (trace._encoder(), None):
         if enc is None:
-            monkeypatch.setattr(trace, "_c_make_encoder", None)
+            monkeypatch.setattr(hash_writer, "_c_make_encoder", None)
             enc = trace._encoder()
         assert [enc(v) for v in values] == [json.dumps(v, sort_keys=True, default=str) for v in values]
         loop: list = []
@@ -902,7 +902,7 @@ def test_the_hash_writer_writes_plain_entries_itself_and_sends_exactly_the_other
     log, odd = _odd_and_plain_entries()
     want = [json.dumps(trace._step(i, e).as_dict(), sort_keys=True, default=str) for i, e in enumerate(log)]
     sent, real = [], trace._words
-    monkeypatch.setattr(trace, "_words", lambda e: (sent.append(e), real(e))[1])
+    monkeypatch.setattr(hash_writer, "_words", lambda e: (sent.append(e), real(e))[1])
     assert trace._json_lines(log, 0, len(log), trace._JsonMemo()) == want
     assert [log.index(e) for e in sent] == sorted(odd)
     assert [trace._step(i, log[i]).text for i in (3, 12, 19)] == [
@@ -923,8 +923,8 @@ def test_the_hash_writer_encodes_each_repeated_text_once_and_writes_numbers_bare
         enc = real_encoder()
         return lambda o: (encoded.append(o), enc(o))[1]
 
-    monkeypatch.setattr(trace, "_encoder", counted_encoder)
-    monkeypatch.setattr(trace, "_call_detail", lambda n: (details.append(n), real_detail(n))[1])
+    monkeypatch.setattr(hash_writer, "_encoder", counted_encoder)
+    monkeypatch.setattr(hash_writer, "_call_detail", lambda n: (details.append(n), real_detail(n))[1])
     monkeypatch.setattr(trace._JsonMemo, "name", lambda self, s: (names.append(s), real_name(self, s))[1])
     assert rec.sha256() == expected
     monkeypatch.undo()
@@ -955,7 +955,7 @@ def test_the_hash_writers_key_memo_starts_again_past_4096_keys():
 
 def test_a_name_is_escaped_once_per_memo(monkeypatch):
     escaped, real = [], trace._ebs
-    monkeypatch.setattr(trace, "_ebs", lambda s: (escaped.append(s), real(s))[1])
+    monkeypatch.setattr(hash_writer, "_ebs", lambda s: (escaped.append(s), real(s))[1])
     memo = trace._JsonMemo()
     assert [memo.name('le"af'), memo.name('le"af'), memo.name("x")] == ['le\\"af', 'le\\"af', "x"]
     assert escaped == ['le"af', "x"]

@@ -109,7 +109,7 @@ def test_a_violation_that_begins_in_an_operation_touching_no_slot_is_dated_there
     # the same run checked by the plain one-pass check at every boundary gives the same violations
     plain = trace.Recorder(snapshots=False)
     plain_bc = pytest.MonkeyPatch()
-    plain_bc.setattr(trace, "BoundaryCheck", _Plain)
+    plain_bc.setattr(trace.ledger, "BoundaryCheck", _Plain)
     try:
         assert [v.as_dict() for v in run(plain).violations] == [v.as_dict() for v in rec.violations]
     finally:

@@ -35,7 +35,7 @@ def test_run_builds_no_snapshot(monkeypatch, capsys):
     def refuse(*a, **k):
         raise AssertionError("a snapshot was built")
 
-    monkeypatch.setattr(trace, "take", refuse)
+    monkeypatch.setattr(trace.ledger, "take", refuse)
     monkeypatch.setattr(snapshot, "take", refuse)
     assert main(["run", "scenario_c", "--preset", "pre_fix", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
