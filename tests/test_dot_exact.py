@@ -215,8 +215,11 @@ def test_a_ghosts_state_decides_its_colour_class_and_badge(state, holders, color
     assert a["tags"] == ([(color, f"badge of {state}")] if shown else [])
     holder_line = [ln for ln in dot.splitlines() if ln.strip().startswith("h7 [")]
     assert len(holder_line) == (1 if holders else 0)
-    title = "detached, but still referenced: STALE" if holders else "detached from the tree"
+    title = "detached, but still referenced: STALE" if color == RED else "detached from the tree"
     assert f'label="{title}"' in dot
+    if holders:  # the holder box and its edge take the node's colour: grey for a node the code is deleting
+        assert f'COLOR="{color}"' in holder_line[0] and f'h7 -> n7 [style="dashed" color="{color}"' in dot
+        assert ("still held by" if color == RED else "held by (while it is deleted)") in holder_line[0]
 
 
 def test_new_and_changed_boxes_are_gold():
@@ -239,7 +242,10 @@ def test_assertion_box_is_dark_red_and_heaviest():
 
 
 def test_legend_lists_what_the_drawing_can_show():
-    def rows(text):
+    def rows(text):  # a two-colour swatch is two half cells inside the swatch (read as "a:b")
+        text = re.sub(r'<TD WIDTH="18" BORDER="2" COLOR="([^"]+)" STYLE="(\w+)" CELLPADDING="0"><TABLE [^>]*><TR>'
+                      r'<TD BGCOLOR="([^"]+)" WIDTH="9"> </TD><TD BGCOLOR="([^"]+)" WIDTH="9"> </TD></TR></TABLE></TD>',
+                      r'<TD BGCOLOR="\3:\4" WIDTH="18" BORDER="2" COLOR="\1" STYLE="\2"> </TD>', text)
         return re.findall(r'<TD BGCOLOR="([^"]+)" WIDTH="18" BORDER="2" COLOR="([^"]+)" STYLE="(\w+)"> </TD>'
                           r'<TD ALIGN="LEFT">([^<]+)</TD>', text)
 
@@ -253,17 +259,27 @@ def test_legend_lists_what_the_drawing_can_show():
         ("#1e3a8a", "#1e3a8a", "solid", "lock (in use by a request)"),
         ("#92400e", "#92400e", "solid", "host ref (storage / prefetch)"),
         ("#ffffff", GOLD, "solid", "new / changed"), ("#ffffff", RED, "dashed", "STALE: detached, still held"),
-        ("#ffffff", GREY, "dashed", "detached, held by nothing (ghost)"),
+        ("#ffffff", GREY, "dashed", "detached, not stale: being deleted, or held by nothing"),
         ("#ffffff", GREEN, "solid", "cleaned up by a guard"),
         ("#ffffff", ORANGE, "solid", "named by an invariant violation"),
         ("#ffffff", DARK_RED, "solid", "assertion fired here")]
     assert '<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>' in full
     assert [r[3] for r in rows(legend_dot(hide_host=True))] == [
         "device", "Mamba state", "tombstone (no Mamba on device)", "lock (in use by a request)", "new / changed",
-        "STALE: detached, still held", "detached, held by nothing (ghost)", "cleaned up by a guard",
-        "named by an invariant violation", "assertion fired here"]
+        "STALE: detached, still held", "detached, not stale: being deleted, or held by nothing",
+        "cleaned up by a guard", "named by an invariant violation", "assertion fired here"]
     assert [r[3] for r in rows(legend_dot(hide_mamba=True))][:4] == [
         "device", "host", "device + host", "lock (in use by a request)"]
+
+
+def test_the_device_and_host_swatch_is_not_the_device_swatch():
+    """Issue #40 §6: "device + host" showed a gradient that read as plain device blue; it is now two halves, the
+    device fill beside the host fill, like the node's stripes."""
+    full = legend_dot()
+    row = full.split("device + host</TD>")[0].rsplit("<TR>", 1)[1]
+    assert '<TD BGCOLOR="#dbeafe" WIDTH="9"> </TD><TD BGCOLOR="#fef3c7" WIDTH="9"> </TD>' in row
+    device = full.split(">device</TD>")[0].rsplit("<TR>", 1)[1]
+    assert row != device and "#fef3c7" not in device
 
 
 def test_keys_child_keys_and_quoting():

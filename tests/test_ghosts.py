@@ -10,12 +10,15 @@ same story in the tree, the holder ledger and the explanation.
 """
 from __future__ import annotations
 
+import re
 from functools import cache
+from html import escape
 
 import pytest
 
+from simcache.codepane import code_at
 from simcache.render.frames import frame, tree_dot
-from simcache.render.ghosts import ghosts_at, highlight_at, violation_nodes
+from simcache.render.ghosts import ghosts_at, highlight_at, holding_at, violation_nodes
 from simcache.render.moments import assertion_step
 from simcache.simulate import simulate
 
@@ -53,24 +56,28 @@ def test_the_failing_pop_shows_the_node_and_the_cascade_holding_it():
     assert "the slot held none" in t.steps[pop].text
     g = ghosts_at(t, pop)[8]
     assert (g.state, g.badge) == ("stale", "STALE since step 122")
-    assert g.holders == ("_delete_tombstone_leaf() (deleting it)", "parent pointer of [7]#11")
+    assert g.holders == ("_evict_host_leaf(): parent", "_iteratively_delete_tombstone_leaf(): p",
+                         "_delete_tombstone_leaf(): node (deleting it)", "parent pointer of [7]#11")
     dot = tree_dot(run("crash_pr"), pop)
     assert "stale ghost-stale\"" in dot and "STALE since step 122" in dot
-    assert "_delete_tombstone_leaf() (deleting it)" in dot.split("h8 [", 1)[1].split("];", 1)[0]
+    assert "_delete_tombstone_leaf(): node (deleting it)" in dot.split("h8 [", 1)[1].split("];", 1)[0]
 
 
 def test_the_cascade_frame_counts_as_a_holder_like_inc_hit_count():
     t = run("crash_pr").trace
     went = t.went_stale[0].step
+    # the code pane's frames are the source: every local on the stack that holds #8, outermost first
     assert ghosts_at(t, went)[8].holders == (
-        "_inc_hit_count() (resumes after evict_host)", "write_backup() (resumes after evict_host)",
-        "insert loop's node", "_delete_tombstone_leaf() (deleting it)", "parent pointer of [9,9]#9")
+        "_insert_helper(): node (resumes after evict_host)", "_inc_hit_count(): node (resumes after evict_host)",
+        "write_backup(): node (resumes after evict_host)", "_evict_host_leaf(): parent",
+        "_iteratively_delete_tombstone_leaf(): p", "_delete_tombstone_leaf(): node (deleting it)",
+        "parent pointer of [9,9]#9")
 
 
 def test_stretches_without_a_structure_name_the_call_or_the_child_that_still_refers_to_it():
     t = run("crash_pr").trace
     ack = next(s.index for s in t.steps if s.kind == "write_ack" and s.node == 8)
-    assert ghosts_at(t, ack)[8].holders == ("writing_check() (this step: write ack)", "parent pointer of [7]#11")
+    assert ghosts_at(t, ack)[8].holders == ("writing_check(): node", "parent pointer of [7]#11")
     quiet = next(s.index for s in t.steps if s.kind == "storage_ack" and s.node == 11)
     assert ghosts_at(t, quiet)[8].holders == ("parent pointer of [7]#11",)
     assert ghosts_at(t, quiet)[8].badge == "STALE since step 122"
@@ -103,8 +110,63 @@ def test_at_the_assertion_the_ledger_tree_and_explanation_agree():
     ledger = f.panels[3]
     assert "no stale node" not in ledger
     assert 'data-node="8"' in ledger and "STALE since step 122" in ledger
-    assert "_delete_tombstone_leaf() (deleting it)" in ledger
+    assert "_delete_tombstone_leaf(): node (deleting it)" in ledger
     assert "ASSERTION FIRED HERE" in f.dot and "went stale at step 122" in f.explanation
+
+
+def _ledger(html: str) -> dict[int, list[str]]:
+    """node id -> the holders its ledger table lists."""
+    out = {}
+    for part in html.split('<p data-node="')[1:]:
+        nid = int(part.split('"', 1)[0])
+        out[nid] = [re.sub(r"<[^>]+>", "", c.split("</td>", 1)[0]).replace("&#x27;", "'")
+                    for c in part.split("<tr><td>")[1:]]
+    return out
+
+
+def _box(dot: str, nid: int) -> tuple[str, list[str]]:
+    """The colour and rows of the holder box drawn for node ``nid``."""
+    label = dot.split(f"h{nid} [", 1)[1].split("];", 1)[0]
+    cells = [r.split(">", 1)[1].split("</TD>", 1)[0] for r in label.split('<TR><TD ALIGN="LEFT"')[1:]]
+    return label.split('COLOR="', 1)[1].split('"', 1)[0], [re.sub(r"<[^>]+>", "", c) for c in cells]
+
+
+def test_the_assertion_frame_never_contradicts_itself():
+    """Issue #40 §3: at crash_pr's assertion the code pane, the holder ledger, the tree's boxes and styles, and
+    the explanation all read one source (``ghosts.holding_at``, built on the code pane's frames)."""
+    r = run("crash_pr")
+    t = r.trace
+    crash = assertion_step(t)
+    f = frame(r, crash)
+    held = holding_at(t, crash)
+    frames = code_at(t, crash)
+    # the code pane: _evict_host_leaf and _iteratively_delete_tombstone_leaf hold #11, and #8 as its parent
+    locals_of = {fr.function: dict(fr.locals) for fr in frames}
+    assert locals_of["_evict_host_leaf"] == {"node": (11,), "parent": (8,)}
+    assert locals_of["_iteratively_delete_tombstone_leaf"] == {"node": (11,), "p": (8,)}
+    assert held[11] == ("evict_host(): x", "_evict_host_leaf(): node (deleting it)",
+                        "_iteratively_delete_tombstone_leaf(): node (deleting it)")
+    assert held[8] == ("_evict_host_leaf(): parent", "_iteratively_delete_tombstone_leaf(): p",
+                       "_delete_tombstone_leaf(): node (deleting it)", "parent pointer of [7]#11")
+    # every local the code pane shows on a drawn ghost is a holder the ledger and the box list, and only those
+    for nid in (8, 11):
+        shown = {f"{fr.function}(): {name}" for fr in frames for name, ids in fr.locals if nid in ids}
+        assert {h.split(" (", 1)[0] for h in held[nid] if "()" in h} == shown
+    ledger = _ledger(f.panels[3])
+    assert {n: tuple(v) for n, v in ledger.items() if v} == {8: held[8], 11: held[11]}
+    for nid in (8, 11):
+        assert _box(f.dot, nid)[1] == list(held[nid])
+    # styles: #8 is stale (red box, red border); #11 is being deleted (grey box, grey border), never "held by
+    # nothing" while a box points at it
+    assert _box(f.dot, 8)[0] == "#dc2626" and "still held by" in f.dot.split("h8 [", 1)[1].split("];", 1)[0]
+    assert _box(f.dot, 11)[0] == "#6b7280"
+    n11 = next(x for x in f.dot.splitlines() if x.strip().startswith("n11 ["))
+    assert 'color="#6b7280"' in n11 and "detached" in n11
+    assert "nothing holds it" not in f.panels[3].split('data-node="11"', 1)[1].split("<p", 1)[0]
+    # the explanation says who holds #8 now, in the same words
+    now = f.explanation.split("Now, at step", 1)[1]
+    for h in held[8]:
+        assert escape(h) in now
 
 
 def test_a_violation_is_marked_on_the_nodes_it_names():

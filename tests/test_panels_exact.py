@@ -142,7 +142,7 @@ def test_the_ghost_ledger_lists_held_ghosts_first_then_unheld_then_deleted():
         '<p data-node="6"><span class="sc-chip">1,2,3,…,8 (8) #6</span> is detached from the tree (<b>detached '
         '(step 3), held by nothing now</b>).</p><span class="sc-empty">nothing holds it at this step</span>'
         '<p data-node="7"><span class="sc-chip">#7</span> is detached from the tree (<b>deleted at step 4</b>), '
-        "still held by:</p>" + HEAD + ROW.format("_delete_tombstone_leaf() (deleting it)",
+        "held by (while it is deleted):</p>" + HEAD + ROW.format("_delete_tombstone_leaf() (deleting it)",
                                                  "the call deleting or cleaning it up (it still holds the node)")
         + "</table></div>")
     assert holders_panel(snap(), ghosts={}) == holders_panel(snap())  # no ghosts: the stale nodes' ledger

@@ -4,14 +4,14 @@ explanation, plots, and one real ``dot`` render.
 Story: node #8 = [1,2] goes stale at a micro-step inside operation 5, ``request [1,2,7]`` (write_backup ->
 evict_host -> the tombstone cascade detaches the node the insert loop stands on); the run's last micro-step is
 ``AssertionError: parent does not have child key, 1`` in ``_delete_tombstone_leaf`` on that same node.
-Regenerate the goldens (then review the diff) with ``SIMCACHE_UPDATE_GOLDEN=1 pytest tests/test_render.py``.
+The whole DOT at the two key moments is a syrupy snapshot (``tests/__snapshots__/test_render.ambr``): after an
+intended change, ``pytest tests/test_render.py --snapshot-update`` and review the diff.
 """
 from __future__ import annotations
 
-import os
 
 import pytest
-from views_helpers import ARTIFACTS, GOLDEN, run_c, scenario_doc, story
+from views_helpers import ARTIFACTS, run_c, scenario_doc, story
 
 from simcache.render import (
     abbreviate_key,
@@ -39,14 +39,6 @@ S = story()
 STALE_STEP, CRASH_STEP = S["stale"], S["crash"]
 
 
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("SIMCACHE_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"no golden {name}: run with SIMCACHE_UPDATE_GOLDEN=1 once, then review the file"
-    assert text == path.read_text(), f"{name} differs from its golden; review and regenerate if intended"
-
-
 def test_the_story_is_where_the_goldens_expect_it():
     t = run_c().trace
     assert len(t.went_stale) == 1 and t.went_stale[0].node == 8
@@ -54,7 +46,7 @@ def test_the_story_is_where_the_goldens_expect_it():
     assert moments(t)["assertion"] == (CRASH_STEP,) == (S["last"],)
 
 
-def test_went_stale_dot_marks_the_node_detached_with_ghost_edge_and_holders():
+def test_went_stale_dot_marks_the_node_detached_with_ghost_edge_and_holders(snapshot):
     dot = tree_dot(run_c(), STALE_STEP)
     n8 = next(line for line in dot.splitlines() if line.strip().startswith("n8 "))
     assert 'class="node-box changed stale went-stale"' in n8
@@ -62,20 +54,20 @@ def test_went_stale_dot_marks_the_node_detached_with_ghost_edge_and_holders():
     assert "subgraph cluster_stale" in dot and "still referenced: STALE" in dot
     assert 'n2 -> n8 [label=" was 1 " style="dotted"' in dot  # the ghost edge to where it hung
     holders = next(line for line in dot.splitlines() if line.strip().startswith("h8 "))
-    for name in ("_inc_hit_count()", "write_backup()", "insert loop&#x27;s node"):
+    for name in ("_inc_hit_count()", "write_backup()", "_insert_helper(): node"):
         assert name in holders
     assert "h8 -> n8 [style=\"dashed\"" in dot
     assert 'n2 -> n10 [label=" 5 "]' in dot  # attached nodes hang from their parent, labelled by child key
-    golden("scenario_c_pre_fix_went_stale.dot", dot)
+    assert dot == snapshot  # the whole DOT (syrupy: review an intended change with --snapshot-update)
 
 
-def test_assertion_dot_marks_the_node_where_it_fired():
+def test_assertion_dot_marks_the_node_where_it_fired(snapshot):
     dot = tree_dot(run_c(), CRASH_STEP)
     n8 = next(line for line in dot.splitlines() if line.strip().startswith("n8 "))
     assert "assertion" in n8 and "ASSERTION FIRED HERE" in n8
     assert "still referenced: STALE" in dot  # the cascade's _delete_tombstone_leaf(node) held it as it raised
-    assert "_delete_tombstone_leaf() (deleting it)" in dot
-    golden("scenario_c_pre_fix_assertion.dot", dot)
+    assert "_delete_tombstone_leaf(): node (deleting it)" in dot
+    assert dot == snapshot
 
 
 def test_cleaned_up_node_is_drawn_green_double_under_described_fix():

@@ -9,7 +9,6 @@ from simcache.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "views"
-GOLDEN = Path(__file__).resolve().parent / "golden"
 ARTIFACTS = ROOT / "test-artifacts"
 
 

@@ -86,14 +86,17 @@ def _label(n: NodeView, root: bool, tags: list[tuple[str, str]], hide_host: bool
     return ('<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">' + "".join(rows) + "</TABLE>>")
 
 
-def _holder_label(names: tuple[str, ...]) -> str:
+def _holder_label(names: tuple[str, ...], stale: bool = True) -> str:
+    """The box of a detached node's holders: red "still held by" for a stale node, grey "held by" for one the
+    code is deleting (the same colour as the node it points at, so the legend never contradicts it)."""
     def row(name: str) -> str:  # call frames pale, structures (sets, lists, in-flight maps) stronger
-        bg = "#fff1f2" if name.endswith(")") or "(" in name else "#fecaca"
+        bg = ("#fff1f2" if "(" in name else "#fecaca") if stale else "#f3f4f6"
         return f'<TR><TD ALIGN="LEFT" BGCOLOR="{bg}">{escape(name)}</TD></TR>'
 
     rows = "".join(row(name) for name in names)
-    return (f'<<TABLE BORDER="1" COLOR="{RED}" CELLBORDER="0" CELLSPACING="1" CELLPADDING="3">'
-            f'<TR><TD BGCOLOR="{RED}"><FONT COLOR="#ffffff"><B>still held by</B></FONT></TD></TR>{rows}</TABLE>>')
+    color, head = (RED, "still held by") if stale else (GREY, "held by (while it is deleted)")
+    return (f'<<TABLE BORDER="1" COLOR="{color}" CELLBORDER="0" CELLSPACING="1" CELLPADDING="3">'
+            f'<TR><TD BGCOLOR="{color}"><FONT COLOR="#ffffff"><B>{head}</B></FONT></TD></TR>{rows}</TABLE>>')
 
 
 def _changed(n: NodeView, prev: Snapshot | None) -> str | None:
@@ -119,8 +122,7 @@ def _node_line(n: NodeView, snap: Snapshot, prev: Snapshot | None, hl: dict, hid
         tags.append(("NEW" if change == "new" else "changed", GOLD))
     ghost = hl.get("ghosts", {}).get(n.id)
     if not n.attached and not root:  # stale if something still holds it, else only drawn for a highlight
-        held = ghost.held if ghost is not None else bool(snap.holders.get(n.id))  # e.g. a child of a stale node
-        stale = n.id in snap.stale or (held and (ghost is None or ghost.state != "deleted"))
+        stale = n.id in snap.stale or (ghost.stale if ghost is not None else bool(snap.holders.get(n.id)))
         attrs.update(color=RED if stale else GREY, penwidth="2.5", style=attrs["style"] + ",dashed")
         classes.append("stale" if stale else "detached")
         if ghost is not None and ghost.state not in ("went-stale", "cleaned-up"):  # those two get their tag below
@@ -181,11 +183,20 @@ def _legend(hide_host: bool, hide_mamba: bool) -> list[str]:
     rows += [("lock (in use by a request)", LOCK, LOCK)]
     rows += [] if hide_host else [("host ref (storage / prefetch)", HOSTREF, HOSTREF)]
     rows += [("new / changed", "#ffffff", GOLD), ("STALE: detached, still held", "#ffffff", RED),
-             ("detached, held by nothing (ghost)", "#ffffff", GREY), ("cleaned up by a guard", "#ffffff", GREEN),
-             ("named by an invariant violation", "#ffffff", ORANGE), ("assertion fired here", "#ffffff", DARK_RED)]
-    cells = "".join(f'<TR><TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" '
-                    f'STYLE="{"dashed" if border in (RED, GREY) else "solid"}"> </TD>'
-                    f'<TD ALIGN="LEFT">{escape(text)}</TD></TR>'
+             ("detached, not stale: being deleted, or held by nothing", "#ffffff", GREY),
+             ("cleaned up by a guard", "#ffffff", GREEN), ("named by an invariant violation", "#ffffff", ORANGE),
+             ("assertion fired here", "#ffffff", DARK_RED)]
+
+    def swatch(fill: str, border: str) -> str:
+        style = "dashed" if border in (RED, GREY) else "solid"
+        if ":" not in fill:
+            return f'<TD BGCOLOR="{fill}" WIDTH="18" BORDER="2" COLOR="{border}" STYLE="{style}"> </TD>'
+        # device + host: the two fills side by side, as the node's stripes are (a gradient read as "device")
+        halves = "".join(f'<TD BGCOLOR="{c}" WIDTH="9"> </TD>' for c in fill.split(":"))
+        return (f'<TD WIDTH="18" BORDER="2" COLOR="{border}" STYLE="{style}" CELLPADDING="0">'
+                f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR>{halves}</TR></TABLE></TD>')
+
+    cells = "".join(f'<TR>{swatch(fill, border)}<TD ALIGN="LEFT">{escape(text)}</TD></TR>'
                     for text, fill, border in rows)
     label = (f'<<TABLE BORDER="1" COLOR="#d1d5db" STYLE="rounded" CELLBORDER="0" CELLSPACING="3" CELLPADDING="2">'
              f'<TR><TD COLSPAN="2"><B>Legend</B></TD></TR>{cells}</TABLE>>')
@@ -220,13 +231,15 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
     def holders(i: int) -> tuple[str, ...]:  # a ghost lists every holder (calls too); else the snapshot's
         return ghosts[i].holders if i in ghosts else snap.holders.get(i, ())
 
+    def is_stale(i: int) -> bool:
+        return i in snap.stale or (ghosts[i].stale if i in ghosts else bool(snap.holders.get(i)))
+
     if detached:
-        held = any(holders(i) for i in detached)
-        title = "detached, but still referenced: STALE" if held else "detached from the tree"
+        title = "detached, but still referenced: STALE" if any(map(is_stale, detached)) else "detached from the tree"
         out += ["  subgraph cluster_stale {", f'    label="{title}"; fontcolor="#dc2626";',
                 '    style="dashed,rounded"; color="#dc2626"; fontname="Helvetica"; fontsize="13";']
         out += ["  " + _node_line(snap.nodes[i], snap, prev, hl, hide_host, hide_mamba) for i in detached]
-        out += [f"    h{i} {_attrs(shape='plaintext', id=f'h{i}', label=_holder_label(holders(i)))};"
+        out += [f"    h{i} {_attrs(shape='plaintext', id=f'h{i}', label=_holder_label(holders(i), is_stale(i)))};"
                 for i in detached if holders(i)]
         out.append("  }")
         for i in detached:
@@ -239,7 +252,8 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
                                arrowhead="none")
                 out.append(f"  n{n.parent} -> n{i} {ghost};")
             if holders(i):
-                holds = _attrs(style="dashed", color=RED, penwidth="2", label=" holds ", fontcolor=RED)
+                c = RED if is_stale(i) else GREY
+                holds = _attrs(style="dashed", color=c, penwidth="2", label=" holds ", fontcolor=c)
                 out.append(f"  h{i} -> n{i} {holds};")
     if legend:
         out += _legend(hide_host, hide_mamba) + [f"  {{rank=same; n{snap.root}; legend;}}"]

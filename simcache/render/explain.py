@@ -15,6 +15,7 @@ from html import escape
 
 from ..operations import describe_op
 from ..trace import EVICTION_ENTRIES
+from .ghosts import ghosts_at
 from .moments import assertion_node, assertion_step, op_index_of
 
 _NEXT_KINDS = {"attach", "lock", "backup", "cleaned_up", "detach", "set_add", "lru_insert", "write_ack",
@@ -88,6 +89,10 @@ def stale_story(trace, node_id: int, at_step: int | None = None) -> StaleStory |
 
 
 def _gloss(holder: str) -> str:
+    if "(deleting it)" in holder or "(cleaning it up)" in holder or holder.startswith("parent pointer"):
+        return holder
+    if "()" in holder and "resumes after" not in holder:
+        return f"{holder}, a call on the stack"
     if "resumes after" in holder:
         fn, _, rest = holder.partition(" (resumes after ")
         return f"{fn}, which will carry on using it when {rest.rstrip(')')} returns"
@@ -133,6 +138,7 @@ def _ending(trace, s: StaleStory) -> str:
 def explain_html(trace, step: int, run: str = "") -> str:
     """HTML explanation of every node that went stale at or before ``step`` (latest first), or a short note."""
     nodes = list(dict.fromkeys(e.node for e in reversed(trace.went_stale) if e.step <= step))
+    ghosts = ghosts_at(trace, step) if nodes and getattr(trace, "snapshots", None) else {}
     parts = []
     for nid in nodes:
         s = stale_story(trace, nid, step)
@@ -147,6 +153,13 @@ def explain_html(trace, step: int, run: str = "") -> str:
             parts.append("<p>Nothing touches it again before the run ends.</p>")
         end = _ending(trace, s)
         parts += [f"<p>{escape(end)}</p>"] if end else []
+        g = ghosts.get(nid) if step > s.step else None
+        if g is not None:  # who holds it now: the same list as the tree's box and the ledger (ghosts.holding_at)
+            now = (f"Now, at step {step}, it is still held by:" if g.stale else
+                   f"Now, at step {step}, it is held by:") if g.held else \
+                f"Now, at step {step}, nothing holds it."
+            parts.append(f'<p class="sc-now">{escape(now)}</p>' + (
+                "<ol>" + "".join(f"<li>{escape(_gloss(h))}</li>" for h in g.holders) + "</ol>" if g.held else ""))
     if not nodes:
         later = [e for e in trace.went_stale if e.step > step]
         parts.append(f"<p>No node is stale yet; the first one goes stale at step {later[0].step}.</p>" if later

@@ -30,7 +30,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from ..keys import format_key
-from ..trace import DELETERS
+from ..trace import DELETERS, EVICTION_ENTRIES
 from .moments import assertion_node, assertion_step, op_index_of
 
 
@@ -45,6 +45,13 @@ class Ghost:
     @property
     def held(self) -> bool:
         return bool(self.holders)
+
+    @property
+    def stale(self) -> bool:
+        """Drawn as STALE (red): held, and either it went stale or something holds it to use it (a structure, the
+        insert loop, a call that resumes after an eviction); a node deleted in this operation and held only by the
+        code deleting it (its frames' locals, a child's parent pointer) is drawn grey, its holders too."""
+        return self.held and (self.state != "deleted" or any(uses(h) for h in self.holders))
 
 
 @dataclass
@@ -85,9 +92,50 @@ def _index(trace) -> _Index:
     return idx
 
 
+def uses(holder: str) -> bool:
+    """Whether ``holder`` holds a node to use it later (a structure, the insert loop, a call that resumes after an
+    eviction), rather than to delete it (the eviction's own frames, a detached child's parent pointer)."""
+    if holder.startswith("parent pointer"):
+        return False
+    return "()" not in holder or "resumes after" in holder
+
+
+def code_frames_at(trace, step: int):
+    """The code pane's frames at ``step`` (``codepane.code_at``: Python locals read by replay), or None where the
+    run cannot be replayed (driven by hand, hand-built traces): then the recorded stack is the source."""
+    if not getattr(trace, "replayable", False) or not getattr(trace, "checkpoints", None):
+        return None
+    from ..codepane import code_at
+
+    return code_at(trace, step)
+
+
+def _frame_holders(frames, node: int) -> list[str]:
+    """Every code frame whose locals hold ``node``, outermost first, named as the code pane names them:
+    ``write_backup(): node (resumes after evict_host)``, ``_delete_tombstone_leaf(): node (deleting it)``."""
+    out = []
+    for i, f in enumerate(frames):
+        names = [name for name, ids in f.locals if node in ids]
+        if not names:
+            continue
+        suffix = ""
+        if f.function in DELETERS and "node" in names:
+            suffix = " (cleaning it up)" if f.function == "_cleanup_stale_node" else " (deleting it)"
+        elif f.function not in DELETERS:
+            entry = next((g.function for g in frames[i + 1 :] if g.function in EVICTION_ENTRIES), None)
+            suffix = f" (resumes after {entry})" if entry else ""
+        out.append(f"{f.function}(): {', '.join(names)}{suffix}")
+    return out
+
+
 def call_holders(trace, step: int, node: int) -> list[str]:
-    """Every simulated call on the stack at ``step`` holding ``node`` as its argument, outermost first, plus the
-    call handling ``step`` itself when that micro-step touches ``node``."""
+    """Every simulated call on the stack at ``step`` holding ``node``, outermost first. Where the run replays, the
+    code pane's frames are the source (every local that holds it, so the ledger, the tree and the code pane agree;
+    at the assertion, the frames the cache raised from); else the recorded stack: each call whose argument it is,
+    plus the call handling ``step`` itself when that micro-step touches ``node``."""
+    frames = code_frames_at(trace, step)
+    if frames is not None:
+        return _frame_holders(frames, node)
     stack = _index(trace).frames[step]
     out = [f"{f}()" + (" (cleaning it up)" if f == "_cleanup_stale_node" else " (deleting it)" if f in DELETERS
                        else "") for f, n in stack if n == node]
@@ -108,9 +156,21 @@ def _merge(names: list[str], more: list[str]) -> list[str]:
 
 
 def holders_of(trace, step: int, node: int) -> tuple[str, ...]:
-    """Everyone holding ``node`` at ``step`` (see the module doc), without the parent pointers."""
+    """Everyone holding ``node`` at ``step`` (see the module doc), without the parent pointers: the snapshot's
+    structures, then the calls (``call_holders``). Where the code pane's frames are the source they replace the
+    snapshot's own call names (and its "insert loop's node", which is ``_insert_helper``'s local ``node``)."""
     snap = trace.snapshots[step]
-    return tuple(_merge(list(snap.holders.get(node, ())), call_holders(trace, step, node)))
+    names = list(snap.holders.get(node, ()))
+    if code_frames_at(trace, step) is not None:
+        return tuple([n for n in names if "()" not in n and "loop" not in n] + call_holders(trace, step, node))
+    return tuple(_merge(names, call_holders(trace, step, node)))
+
+
+def holding_at(trace, step: int) -> dict[int, tuple[str, ...]]:
+    """Node id -> everyone holding it at ``step``, for every node the ghosts of ``step`` draw: THE source of "who
+    holds node X at this micro-step" for the tree's boxes, the holder ledger and the explanation (the code pane
+    reads the same frames)."""
+    return {nid: g.holders for nid, g in ghosts_at(trace, step).items()}
 
 
 def ghosts_at(trace, step: int) -> dict[int, Ghost]:
@@ -154,7 +214,7 @@ def ghosts_at(trace, step: int) -> dict[int, Ghost]:
         if n is None or n.attached or nid == snap.root:
             continue
         held = holders_of(trace, step, nid)
-        if step == crash and nid == assertion_node(trace) and step > 0:
+        if step == crash and nid == assertion_node(trace) and step > 0 and code_frames_at(trace, step) is None:
             # the assertion step is recorded after the simulated stack unwound: show who held the node as it raised
             held = tuple(_merge(list(held), [h.replace(" (this step:", " (raised here after:")
                                              for h in call_holders(trace, step - 1, nid)]))
@@ -167,7 +227,7 @@ def ghosts_at(trace, step: int) -> dict[int, Ghost]:
     for nid, children in kids.items():
         g = out[nid]
         for other in sorted(children, key=lambda v: v.id):
-            if snap.holders.get(other.id) or (other.id in out and out[other.id].held):
+            if (other.id in out and out[other.id].held) or (other.id not in out and snap.holders.get(other.id)):
                 g = Ghost(nid, g.state, g.since, g.holders + (f"parent pointer of [{format_key(other.key)}]#"
                                                                 f"{other.id}",), "")
         out[nid] = g

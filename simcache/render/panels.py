@@ -126,8 +126,9 @@ def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None, ghost
                            for h in g.holders)
             table = (f'<table class="sc-table"><tr><th>holder</th><th>kind</th></tr>{rows}</table>' if rows
                      else '<span class="sc-empty">nothing holds it at this step</span>')
+            held = (", still held by:" if g.stale else ", held by (while it is deleted):") if rows else "."
             parts.append(f'<p data-node="{g.node}">{chip(snap, g.node)} is detached from the tree '
-                         f"(<b>{escape(g.badge)}</b>){', still held by:' if rows else '.'}</p>{table}")
+                         f"(<b>{escape(g.badge)}</b>){held}</p>{table}")
         return f'<div class="sc-panel sc-holders"><h4>Holder ledger</h4>{"".join(parts)}</div>'
     ids = snap.stale if node_ids is None else node_ids
     if not ids:
