@@ -83,8 +83,8 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
         prefetch = getattr(run.trace.snapshots, "prefetch", None)
         if prefetch is not None:  # one replay per checkpoint stretch, not one per frame
             prefetch(chunk)
+        code_frames(run.trace, chunk)  # one replay per checkpoint stretch: the code pane and the holders read it
         fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
-        code_frames(run.trace, chunk)  # one replay per checkpoint stretch for the code pane too
         pictures = [f.dot for f in fs] if dot_only else render_many([f.dot for f in fs])
         for f, pic in zip(fs, pictures, strict=True):
             out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=drawings.add(pic), focus=f.focus,
