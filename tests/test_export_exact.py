@@ -488,7 +488,7 @@ def test_each_batch_rebuilds_its_snapshots_and_code_frames_once_before_its_frame
     n = len(run.trace.steps)
     chunks = [list(range(lo, min(lo + 100, n))) for lo in range(0, n, 100)]
     assert n > 200 and calls == [c for chunk in chunks for c in (
-        ("snapshots", chunk), *[("frame", s, False) for s in chunk], ("code", True, chunk))]
+        ("snapshots", chunk), ("code", True, chunk), *[("frame", s, False) for s in chunk])]
 
 
 def test_a_long_compare_keeps_the_lockstep_positions_where_either_run_has_a_frame():
