@@ -193,6 +193,8 @@ def load(source: Source, target: Target) -> Loaded:
             mod.__file__ = str(path)
             mod.__package__ = name.rpartition(".")[0]
             mod.__spec__ = importlib.machinery.ModuleSpec(name, None, origin=str(path))
+            if path.name == "__init__.py":  # a package (the unified cache's folders): its submodules import below it
+                mod.__path__, mod.__package__ = [], name
             _install(name, mod)
             loaded.real[name] = path
             try:

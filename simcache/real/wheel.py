@@ -37,6 +37,15 @@ TIMEOUT_S = 60
 PINNED = {  # wheel file -> sha256, as the index published it when this project pinned it
     "sglang-0.5.17-cp311-cp311-manylinux_2_34_x86_64.whl":
         "575e38f5683624ded3b4bb267f637a098e5ed37d13a1d1ff5ea09bd781a04d16",
+    # the releases simcache.real.unified covers (#39)
+    **{f"sglang-{v}-cp311-cp311-manylinux_2_34_x86_64.whl": h for v, h in (
+        ("0.5.13", "9d26266ab7e99165098f9e173f4a5a0ef6a0b64a6f30ef0b5ee859eead37e75a"),
+        ("0.5.13.post1", "1c1653ecf2893c7d7b1cf0c3e1cc9b7550ebad95c809de2f44bcc91b7a1e1fe3"),
+        ("0.5.14", "4fe16056b45c8aca00f5f90ceb174dc3a62a3f5dccf159c791370795cd00fc99"),
+        ("0.5.15", "21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f"),
+        ("0.5.16", "d5f345a18953dd35df568ac56bdcb7f5ee910ab39efea4469b714556d1070713"),
+        ("0.5.18", "e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf"),
+    )},
 }
 Say = Callable[[str], None]
 
@@ -107,6 +116,7 @@ def download(entry: dict, base: Path, say: Say) -> Path:
     if pinned and pinned != want:
         raise SourceError(f"the package index's sha256 for {name} is {want[:12]}..., not the {pinned[:12]}... this "
                           f"project pinned; refusing it")
+    base.mkdir(parents=True, exist_ok=True)  # a first fetch into an empty cache folder
     folder = safe_dir(base, Path("wheels"))
     path = folder / name
     if path.is_file() and not path.is_symlink() and sha256_file(path) == want:

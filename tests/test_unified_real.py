@@ -1,0 +1,75 @@
+"""Issue #39 on SGLang's own ``UnifiedRadixCache``: the prefetch-refill race fails on 0.5.16 and is gone in 0.5.17.
+
+The releases' files come from their wheels, fetched once into simcache's cache folder and checked against the
+pinned sha256; without the package index the tests are skipped with one sentence.
+"""
+from __future__ import annotations
+
+import pytest
+
+from simcache.real.source import SourceError
+from simcache.real.unified import TARGETS, load_unified, target_for
+from simcache.real.unified.race import run_race
+
+_LOADED: dict = {}
+
+
+def loaded(version: str):
+    if version not in _LOADED:
+        try:
+            _LOADED[version] = load_unified(version)
+        except SourceError as e:
+            if "cannot reach" in str(e) or "HTTP" in str(e):
+                pytest.skip(f"the package index cannot be reached, so the {version} wheel cannot be fetched: {e}")
+            raise
+    return _LOADED[version]
+
+
+def test_targets_name_each_versions_files_and_layout():
+    t16, t17 = target_for("0.5.16"), target_for("0.5.17")
+    assert (t16.layout, t16.late_host_alloc, t17.layout, t17.late_host_alloc) == (
+        "components", True, "tree_core", True)
+    assert "sglang/srt/mem_cache/unified_cache_components/__init__.py" in t16.files
+    assert "sglang/srt/mem_cache/unified_cache/unified_tree_core.py" in t17.files
+    assert "sglang/srt/mem_cache/unified_cache/components/__init__.py" in t17.files
+    assert target_for("7f67965b") is TARGETS["7f67965b4"]
+    assert not target_for("0.5.15").late_host_alloc
+    with pytest.raises(KeyError, match="no unified target for '0.5.12'; covered: 7f67965b4, 0.5.13"):
+        target_for("0.5.12")
+
+
+def test_the_race_fails_on_0_5_16_with_a_double_free_and_assert_v_eq_node():
+    r = run_race(loaded("0.5.16"), "write_through")
+    assert [o.ok for o in r.outcomes] == [True] * 6 + [False]
+    bad = r.failed
+    assert (bad.step, bad.error, bad.message) == ("6 evict(2)", "AssertionError", "")
+    assert [(f.file.rsplit("/", 1)[-1], f.line, f.function) for f in bad.chain] == [
+        ("unified_radix_cache.py", 622, "evict"), ("full_component.py", 146, "drive_eviction"),
+        ("unified_radix_cache.py", 1517, "_evict_device_leaf"),
+        ("unified_radix_cache.py", 1315, "_remove_leaf_from_parent")]
+    assert bad.chain[-1].text == "assert v == node"
+    assert r.refill == "hung under [1,2], which is not backed up"
+    assert r.stale == ("after step 4: the host leaf set holds detached [9,9]",
+                       "after step 5: the device leaf set holds detached [1,2]")
+    assert r.double_frees == ("device_kv slots [0, 1] via evict_component <- _evict_component_and_detach_lru <- "
+                              "_evict_device_leaf <- drive_eviction <- evict",)
+    assert r.verdict == "FAILS: AssertionError in _remove_leaf_from_parent"
+
+
+def test_0_5_17_drops_the_refill_under_write_through_and_runs_clean():
+    r = run_race(loaded("0.5.17"), "write_through")
+    assert r.verdict == "clean" and r.refill == "dropped"
+    assert [o.step.split()[0] for o in r.outcomes] == ["1", "1b", "2", "3", "4", "5", "6"]
+    assert r.stale == () and r.double_frees == ()
+    assert r.outcomes[5].returned == "0"  # evict_host(2) finds nothing to evict: no [9,9] was ever hung
+
+
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.17"])
+def test_under_write_back_the_refill_is_hung_but_the_unbacked_parent_is_backed_up_before_it_leaves(version):
+    r = run_race(loaded(version), "write_back")
+    assert r.verdict == "clean" and r.refill == "hung under [1,2], which is not backed up"
+    assert r.stale == () and r.double_frees == ()
+    # the evictions backed [1,2] and [3,4] up and demoted them to the host; their L3 backups hold host locks
+    assert r.snapshot[:2] == (
+        "[1,2] kv=- host=2,3 mamba=- mamba_host=- lock=0 host_lock=1",
+        "  [3,4] kv=- host=0,1 mamba=- mamba_host=1 lock=0 host_lock=1")
