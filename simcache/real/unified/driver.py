@@ -16,6 +16,7 @@ Vocabulary
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import traceback
@@ -28,6 +29,17 @@ import torch
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
 from . import fakes, stubs
+
+
+def _active(method):
+    """Run a verb with the load's ``sglang`` modules in place (the real files import lazily inside methods)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self.loaded.active():
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -166,6 +178,7 @@ class RealUnified:
         req.pop_committed_kv_cache = lambda: len(tokens)
         return req
 
+    @_active
     def request(self, rid: str, tokens: list[int]) -> None:
         """A request arrives, matches, runs and finishes: its tokens are cached (``cache_finished_req``)."""
         req = self._req(rid, tokens)
@@ -175,23 +188,28 @@ class RealUnified:
             self.cache.cache_finished_req(req)
         self.req_pool.free_req_slot(req.req_pool_idx)
 
+    @_active
     def evict(self, n: int):
         return self.cache.evict(self.B.EvictParams(num_tokens=n))
 
+    @_active
     def evict_host(self, n: int):
         return self.cache.evict_host(n)
 
+    @_active
     def events(self) -> None:
         """What the scheduler polls each round: write and load acks, then the storage queues."""
         self.cache.writing_check()
         self.cache.loading_check()
         self.cache.drain_storage_control_queues()
 
+    @_active
     def write_ack(self, n: int = 1) -> int:
         got = self.controller.complete_writes(n)
         self.events()
         return got
 
+    @_active
     def l3_ack(self) -> int:
         cc = self.controller
         if not cc.pending_backups:
@@ -200,6 +218,7 @@ class RealUnified:
         self.events()
         return 1
 
+    @_active
     def prefetch(self, rid: str, tokens: list[int]) -> bool:
         """The scheduler's prefetch: from the last host-matched node, if it is backed up or the root."""
         match = self.cache.match_prefix(self.B.MatchPrefixParams(key=self.RadixKey(array("q", tokens))))
@@ -220,6 +239,7 @@ class RealUnified:
     def _hash(self, rid: str):
         return lambda i: f"{rid}-p{i}"
 
+    @_active
     def prefetch_hit(self, rid: str, n: int) -> list[int] | None:
         """The L3 hit count (``n`` tokens) of ``rid``'s prefetch arrives; from 0.5.16 the drain reserves host KV."""
         op = self._operation(rid)
@@ -227,6 +247,7 @@ class RealUnified:
         self.cache.drain_storage_control_queues()
         return None if op.host_indices is None else slots_of(op.host_indices)
 
+    @_active
     def prefetch_done(self, rid: str, n: int, mamba_hit: bool = False) -> bool:
         """``rid``'s storage I/O finished with ``n`` tokens; the cache inserts what arrived."""
         op = self._operation(rid)

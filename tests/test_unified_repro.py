@@ -1,0 +1,64 @@
+"""The upstream reproducer (``repro/unified_prefetch_refill``) fails on 0.5.16 and passes on 0.5.17 (#39 §2).
+
+It runs as its own pytest session per version, as a maintainer would run it, and its JUnit report is read back:
+which tests failed, and with what. The wheels come from simcache's cache folder (fetched once, sha256-checked);
+without the package index the test is skipped with one sentence.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from simcache.real.source import SourceError
+from simcache.real.unified import load_unified
+
+REPO = Path(__file__).resolve().parent.parent
+REPRO = REPO / "repro" / "unified_prefetch_refill"
+
+
+def run_repro(version: str, tmp_path: Path) -> dict[str, str]:
+    """test name -> "passed" or its failure message (first line) and the text of the failure."""
+    try:
+        load_unified(version)  # fetch (or find) the wheel here, so a missing index is a skip, not a failure
+    except SourceError as e:
+        if "cannot reach" in str(e) or "HTTP" in str(e):
+            pytest.skip(f"the package index cannot be reached, so the {version} wheel cannot be fetched: {e}")
+        raise
+    report = tmp_path / f"{version}.xml"
+    env = {**os.environ, "SGLANG_VERSION": version}
+    env.pop("SGLANG_PATH", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                           str(REPRO)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert report.is_file(), proc.stdout + proc.stderr
+    out = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        failure = case.find("failure")
+        out[f"{case.get('classname').rsplit('.', 1)[-1]}.{case.get('name')}"] = (
+            "passed" if failure is None else f"{failure.get('message')}\n{failure.text}")
+    assert proc.returncode == (1 if any(v != "passed" for v in out.values()) else 0), proc.stdout
+    return out
+
+
+def test_the_reproducer_fails_on_0_5_16_at_the_detached_leaf_and_at_sglangs_assertion(tmp_path):
+    got = run_repro("0.5.16", tmp_path)
+    assert sorted(got) == ["TestPrefetchRefillUnderUnbackedParent.test_evictions_leave_no_detached_node_in_a_leaf_set",
+                           "TestPrefetchRefillUnderUnbackedParent."
+                           "test_evictions_run_to_completion_without_freeing_a_slot_twice",
+                           "TestUnderWriteBack.test_the_same_steps_under_write_back_run_clean"]
+    detached = got["TestPrefetchRefillUnderUnbackedParent.test_evictions_leave_no_detached_node_in_a_leaf_set"]
+    assert "after evict(3), a leaf set holds nodes no longer in the tree: {'host': ['[9,9]']}" in detached
+    crash = got["TestPrefetchRefillUnderUnbackedParent.test_evictions_run_to_completion_without_freeing_a_slot_twice"]
+    assert crash.splitlines()[0] == "AssertionError"
+    assert "sglang/srt/mem_cache/unified_radix_cache.py:1315: AssertionError" in crash
+    assert ">       assert v == node" in crash
+    assert got["TestUnderWriteBack.test_the_same_steps_under_write_back_run_clean"] == "passed"
+
+
+def test_the_reproducer_passes_on_0_5_17(tmp_path):
+    got = run_repro("0.5.17", tmp_path)
+    assert len(got) == 3 and set(got.values()) == {"passed"}
