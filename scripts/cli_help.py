@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "cli.md"
 BEGIN, END = "<!-- every option: begin (scripts/cli_help.py writes this) -->", "<!-- every option: end -->"
-COMMANDS = ("run", "scenarios", "export", "explore", "workload")
+COMMANDS = ("run", "scenarios", "export", "explore", "workload", "real")
 WIDTH = "100"  # argparse wraps at $COLUMNS; the docs are written at this width
 
 

@@ -20,6 +20,9 @@ from .transcript import damage_lines, transcript
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
 from .workload import WorkloadSpec
 
+AGAINST_REAL_HELP = ("also run it on SGLang's own cache code and state the real outcome in the header: a release "
+                     "(0.5.17: its wheel is fetched once into the cache folder), a checkout or unpacked wheel, or "
+                     "'installed' (loading these files runs their code)")
 DEVICE_HELP = ("where the device pools live: cpu (the default), cuda, cuda:N, or auto (cuda when available); "
                "the results are the same on each")
 
@@ -88,11 +91,22 @@ def cmd_run(a) -> int:
     # the transcript and the JSON need events only: no snapshots, no checkpoints for them
     run = simulate(a.scenario, _preset(a.preset), _flags(a.flag), _schedule(a.schedule), snapshots=False,
                    device=a.device, **_trace_options(a))
+    real = _against_real(run, a)
     if a.json:
-        print(json.dumps(run.to_json(), indent=1))
+        print(json.dumps(run.to_json() if real is None else dict(run.to_json(), real=real[1]), indent=1))
     else:
-        print(transcript(run))
+        print(transcript(run) if real is None else f"{real[0]}\n{transcript(run)}")
     return 0
+
+
+def _against_real(run, a) -> tuple[str, dict] | None:
+    """``--against-real VERSION|PATH``: (the header line, the real result with its differing fields) or None."""
+    word = getattr(a, "against_real", None)
+    if word is None:
+        return None
+    from .real.compare import against_real
+
+    return against_real(run, word)
 
 
 def cmd_scenarios(a) -> int:
@@ -163,18 +177,22 @@ def cmd_export(a) -> int:
         runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a))
                 for n in _compare_names(a.compare)] if a.compare is not None else \
             [simulate(a.scenario, _preset(a.preset), flags, schedule, device=a.device, **_trace_options(a))]
-        written = write_storyboard(runs[0], a.storyboard, compare=runs[1] if len(runs) > 1 else None)
+        real = _against_real(runs[0], a)
+        written = write_storyboard(runs[0], a.storyboard, compare=runs[1] if len(runs) > 1 else None,
+                                   **({} if real is None else {"header_note": real[0]}))
         for path in written.values():
             print(path)
         return 0
     if a.compare is not None:
         runs = [simulate(a.scenario, n, flags, schedule, device=a.device, **_trace_options(a))
                 for n in _compare_names(a.compare)]
-        path = export_html(runs[0], a.output, compare=runs[1])
+        real = _against_real(runs[0], a)
+        path = export_html(runs[0], a.output, compare=runs[1], **({} if real is None else {"header_note": real[0]}))
     else:
         preset = _preset(a.preset) or (tour.preset if tour is not None else None)
-        path = export_html(simulate(a.scenario, preset, flags, schedule, device=a.device,
-                                    **_trace_options(a)), a.output, tour=tour)
+        run = simulate(a.scenario, preset, flags, schedule, device=a.device, **_trace_options(a))
+        real = _against_real(run, a)
+        path = export_html(run, a.output, tour=tour, **({} if real is None else {"header_note": real[0]}))
     if str(path) != "-":  # with -o - the page itself went to stdout
         print(path)
     return 0
@@ -272,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    r.add_argument("--against-real", metavar="VERSION|PATH", help=AGAINST_REAL_HELP)
     _trace_arguments(r)
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("scenarios", help="list the scenario gallery")
@@ -292,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the be-the-scheduler levels (all, or LEVEL 1-5, or a list like 2,4) as one page "
                         "that plays offline without a kernel; no SCENARIO")
     e.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    e.add_argument("--against-real", metavar="VERSION|PATH", help=AGAINST_REAL_HELP)
     e.add_argument("--tour", metavar="NAME|FILE",
                    help="add a predict-then-reveal tour (a gallery tour like crash_pr, or a tour file: docs/tours.md); "
                         "its preset is the default")
@@ -319,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                f"{MAX_JOBS}; never more than the cores; results identical to serial)")
     x.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     x.add_argument("--json", action="store_true", help="print one JSON object")
+    x.add_argument("--confirm-real", metavar="VERSION|PATH",
+                   help="replay each failure found (after --shrink) on SGLang's own code (a release like 0.5.17, a "
+                        "checkout or unpacked wheel, or 'installed'; loading its files runs their code) and mark it "
+                        "confirmed or not reproduced")
     x.set_defaults(fn=cmd_explore)
     w = sub.add_parser("workload", help="crash rate per preset as host memory pressure rises")
     w.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"],
@@ -335,6 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     w.add_argument("--json", action="store_true", help="print the rows as JSON")
     w.set_defaults(fn=cmd_workload)
+    from .real.cli import add_parser as add_real
+
+    add_real(sub)
     return ap
 
 

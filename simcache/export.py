@@ -157,13 +157,14 @@ def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dic
                 dot=dot_only, tour=stops, tour_title=tour.title if tour is not None else None)
 
 
-def _header(run, compare) -> str:
+def _header(run, compare, note: str | None = None) -> str:
     sc = run.scenario
     who = f"{run.preset} vs {compare.preset}" if compare is not None else run.preset
     outcome = "; ".join(f"<b>{escape(r.preset)}</b>: {escape(_outcome(r))}" for r in (run, compare) if r is not None)
     about = f"<p>{escape(sc.title or sc.description)}</p>" if (sc.title or sc.description) else ""
+    extra = f'<p class="header-note">{escape(note)}</p>' if note else ""  # e.g. the real code's outcome
     return (f"<h1>simcache · {escape(sc.name)} · {escape(who)}</h1>{about}"
-            f"<p>schedule <code>{escape(str(run.schedule))}</code> · {outcome}</p>")
+            f"<p>schedule <code>{escape(str(run.schedule))}</code> · {outcome}</p>{extra}")
 
 
 def _outcome(run) -> str:
@@ -226,8 +227,9 @@ def _tour_section(data: dict, tour) -> str:
             f"</section>")
 
 
-def render_page(run, compare=None, progress: bool | None = None, tour=None) -> str:
-    """The HTML text of the page (with ``tour``, a tour section above the run: question, choices, feedback)."""
+def render_page(run, compare=None, progress: bool | None = None, tour=None, header_note: str | None = None) -> str:
+    """The HTML text of the page (with ``tour``, a tour section above the run: question, choices, feedback;
+    ``header_note``: one more line under the header, like the real code's outcome)."""
     if tour is not None and compare is not None:
         raise ConfigError("a tour steps through one run; export it without a second preset to compare")
     if tour is not None and not hasattr(tour, "stops"):
@@ -253,8 +255,9 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None) -> s
         script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
     # the data block and the script go in the head: the Graphviz build compiles and the block inflates while the
     # body (a long run's timeline: thousands of blocks) is parsed; the script starts the page once the body is there
+    head = _header(run, compare, header_note)
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: {escape(run.scenario.name)}'
-            f"</title><style>{css}</style>{block}<script>{script}</script></head><body>{_header(run, compare)}"
+            f"</title><style>{css}</style>{block}<script>{script}</script></head><body>{head}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
             f'<p id="divergence" class="sc-bad"></p>{_tour_section(data, tour)}'
@@ -267,7 +270,8 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None) -> s
             f"</body></html>")
 
 
-def export_html(run, path, compare=None, progress: bool | None = None, tour=None) -> Path:
+def export_html(run, path, compare=None, progress: bool | None = None, tour=None,
+                header_note: str | None = None) -> Path:
     """Write the self-contained page for ``run`` (and ``compare`` beside it) to ``path``; returns the path.
     ``tour``: a gallery tour name, a tour file or a ``tour.Tour`` to take on the page (predict, then reveal)."""
     if not run.trace.steps:
@@ -279,7 +283,7 @@ def export_html(run, path, compare=None, progress: bool | None = None, tour=None
 
     try:
         check_file(path)  # before the (slow) rendering, so a bad path fails at once
-        text = render_page(run, compare, progress, tour)
+        text = render_page(run, compare, progress, tour, header_note)
         return write_file(path, text)  # replaces only a regular file, atomically; streams to a device or a pipe
     except FileError as e:
         raise ConfigError(str(e)) from None

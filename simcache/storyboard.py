@@ -164,7 +164,7 @@ def _outcome_row(run) -> str:
     return f"| `{run.preset}` | {what} | {len(t.went_stale)} | {len(t.cleaned_up)} | {dfree} | {leak} |"
 
 
-def storyboard_files(run, compare=None) -> dict[str, bytes | str]:
+def storyboard_files(run, compare=None, header_note: str | None = None) -> dict[str, bytes | str]:
     """File name -> content of the storyboard of ``run`` (and ``compare`` beside it)."""
     runs = [run] + ([compare] if compare is not None else [])
     traces = [r.trace for r in runs]
@@ -203,7 +203,7 @@ def storyboard_files(run, compare=None) -> dict[str, bytes | str]:
     if gif is not None:
         files["stale-window.gif"] = gif
     files["legend.png"] = render_png(legend_dot(), dpi=DPI)
-    files["comment.md"] = _comment(runs, shots, gif is not None)
+    files["comment.md"] = _comment(runs, shots, gif is not None, header_note)
     return files
 
 
@@ -250,13 +250,15 @@ def _stale_gif(runs, positions, ops) -> bytes | None:
     return buf.getvalue()
 
 
-def _comment(runs, shots, gif: bool) -> str:
+def _comment(runs, shots, gif: bool, header_note: str | None = None) -> str:
     r = runs[0]
     what = " vs ".join(f"`{x.preset}`" for x in runs)
     lines = [f"### simcache: `{r.scenario.name}` under {what}", "",
              f"Schedule: `{r.schedule}` (replay: `python -m simcache run {r.scenario.name} --preset {r.preset}"
              f"{' --schedule ' + shlex.quote(str(r.schedule)) if str(r.schedule) else ''}`"
              + (f"; the same with `--preset {runs[1].preset}`" if len(runs) > 1 else "") + ").", ""]
+    if header_note:  # one more header line, e.g. the real code's outcome (--against-real)
+        lines += [header_note, ""]
     for i, (name, cap) in enumerate(shots, start=1):
         lines += [f"**{i}.** {cap}", "", f"![{i}. {name[3:-4].replace('-', ' ')}]({name})", ""]
     if gif:
@@ -269,12 +271,12 @@ def _comment(runs, shots, gif: bool) -> str:
     return "\n".join(lines)
 
 
-def write_storyboard(run, path, compare=None) -> dict[str, Path]:
+def write_storyboard(run, path, compare=None, header_note: str | None = None) -> dict[str, Path]:
     """Write the storyboard of ``run`` into the folder ``path`` (safe_io's rules: all or nothing)."""
     from .safe_io import check_folder, write_folder
 
     try:
         check_folder(path, ["comment.md"], what="--storyboard")  # a bad folder fails before the drawing
-        return write_folder(path, storyboard_files(run, compare), what="--storyboard")
+        return write_folder(path, storyboard_files(run, compare, header_note), what="--storyboard")
     except FileError as e:
         raise ConfigError(str(e)) from None

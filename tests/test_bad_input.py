@@ -263,7 +263,7 @@ GALLERY = ", ".join(gallery())
 CALLS = [
     ([], "give a command: run, scenarios, explore, export or workload (see --help)"),
     (["frobnicate"], "argument command: invalid choice: 'frobnicate' (choose from 'run', 'scenarios', 'export', "
-                     "'explore', 'workload'); see `python -m simcache --help`"),
+                     "'explore', 'workload', 'real'); see `python -m simcache --help`"),
     (["run"], "the following arguments are required: scenario; see `python -m simcache run --help`"),
     (["workload", "--presets", "nope"], "unknown preset(s) 'nope'; choose from pre_fix, described_fix, reviewed_fix, "
                                         "merged_fix, followup_fix, main_2026_06"),

@@ -65,7 +65,7 @@ def run_main(capsys, *argv) -> tuple[int, str, str]:
 def test_every_option_of_every_command_has_help():
     parser = cli.build_parser()
     sub = next(a for a in parser._subparsers._group_actions if a.dest == "command")
-    assert list(sub.choices) == ["run", "scenarios", "export", "explore", "workload"]
+    assert list(sub.choices) == ["run", "scenarios", "export", "explore", "workload", "real"]
     missing = [(name, act.dest) for name, p in sub.choices.items() for act in p._actions if not act.help]
     assert missing == []
 
@@ -78,7 +78,7 @@ def test_the_docs_reference_is_each_commands_help():
         pytest.skip(f"docs/cli.md's help was written with another Python than {sys.version.split()[0]}")
     assert written == helper.section(), "docs/cli.md is out of date: run .venv/bin/python scripts/cli_help.py"
     assert "usage: simcache run [-h] [--preset PRESET]" in written and helper.COMMANDS == (
-        "run", "scenarios", "export", "explore", "workload")
+        "run", "scenarios", "export", "explore", "workload", "real")
 
 
 def test_a_parser_mistake_is_one_sentence_pointing_at_the_right_help(capsys):
@@ -565,20 +565,26 @@ def test_each_commands_defaults():
     parser = cli.build_parser()
     common = dict(preset=None, flag=None, schedule=None, device="cpu", ops=None, memory_limit=None, progress=False)
     assert vars(parser.parse_args(["run", "s"])) == dict(command="run", scenario="s", json=False, fn=cli.cmd_run,
-                                                         **common)
+                                                         against_real=None, **common)
     assert vars(parser.parse_args(["scenarios"])) == dict(command="scenarios", json=False, fn=cli.cmd_scenarios)
     assert vars(parser.parse_args(["export"])) == dict(command="export", scenario=None, compare=None, output=None,
                                                        storyboard=None, game=None, tour=None, fn=cli.cmd_export,
-                                                       **common)
+                                                       against_real=None, **common)
     assert vars(parser.parse_args(["explore", "s"])) == dict(
         command="explore", scenario="s", preset=None, flag=None, strategy="exhaustive", bound=None, reduce="state",
-        seed="0", budget=None, shrink=False, out=None, jobs="1", progress=False, json=False, fn=cli.cmd_explore)
+        seed="0", budget=None, shrink=False, out=None, jobs="1", progress=False, json=False, fn=cli.cmd_explore,
+        confirm_real=None)
     assert vars(parser.parse_args(["workload"])) == dict(
         command="workload", presets=["pre_fix", "merged_fix", "followup_fix"], pressures=["0.5", "1", "2", "4", "8"],
         streams="50", requests="32", seed="0", jobs="1", signatures=False, progress=False, json=False,
         fn=cli.cmd_workload)
     assert parser.parse_args(["explore", "s", "--flag", "a=1", "--flag", "b=2"]).flag == ["a=1", "b=2"]
     assert parser.parse_args(["export", "--game"]).game == "all"
+    from simcache.real.cli import cmd_real
+
+    assert vars(parser.parse_args(["real"])) == dict(
+        command="real", scenario=None, sglang=None, sglang_version=None, preset=None, schedule=None, gallery=False,
+        json=False, list_stubs=False, clear_cache=False, fn=cmd_real)
 
 
 def test_explore_through_main(capsys):

@@ -76,10 +76,11 @@ def cli_explore(a) -> int:
     finally:
         if bar is not None:
             bar.close()
-    failure, minimal, texts = pick_failure(res), None, {}
+    failure, minimal, texts, cases = pick_failure(res), None, {}, []
     if failure is not None:
         if a.shrink:
             sh = shrink(sc, res.preset, flags, failure.schedule)
+            cases.append(("minimal (shrunk)", sh.scenario, sh.schedule, sh.signature))
             minimal = dict(sh.as_dict(), shrunk=True)
             if a.out:
                 texts = artefact_texts(sh.scenario, sh.preset, sh.schedule)
@@ -90,6 +91,9 @@ def cli_explore(a) -> int:
             if a.out:
                 texts = artefact_texts(sc, res.preset, failure.schedule, flags)
     out = dict(res.as_dict(), minimal=minimal)
+    confirmed = _confirm_real(a, sc, res, cases)
+    if confirmed is not None:
+        out["confirm_real"] = confirmed
     if a.out:
         files = {p.name: text for p, text in texts.values()}
         files["explore.json"] = json.dumps(out, indent=1) + "\n"
@@ -103,6 +107,23 @@ def cli_explore(a) -> int:
         print(json.dumps(out, indent=1))
     else:
         print(summary(res, minimal))
+        if confirmed is not None:
+            print(f"  on the real code ({confirmed['source']}):")
+            print("\n".join(confirmed["lines"]) or "    no failure to replay")
         for k, v in out.get("written", {}).items():
             print(f"  wrote {k:9s} {v}")
     return 0
+
+
+def _confirm_real(a, sc, res: ExploreResult, cases: list) -> dict | None:
+    """``--confirm-real``: each failure reported (the shrunk one, then the first of each signature) replayed on
+    SGLang's own code; a failure it does not reproduce is a disagreement, listed like the rest."""
+    word = getattr(a, "confirm_real", None)
+    if word is None:
+        return None
+    from ..real.confirm import confirm
+
+    cases = cases + [(f"first failure with {sig}", sc, f.schedule, f.signature) for sig, f in res.first_by_signature]
+    source, found = confirm(cases, word)
+    return dict(source=source, results=[c.as_dict() for c in found], lines=[c.line() for c in found],
+                disagreements=sum(c.verdict != "confirmed" for c in found))

@@ -12,6 +12,7 @@ from .source import SourceError
 
 def safe_dir(base: Path, rel: Path) -> Path:
     """``base/rel`` as a real folder, each part created or checked: a planted symlink is refused, never followed."""
+    base.mkdir(parents=True, exist_ok=True)  # the cache folder itself: wherever the user pointed it
     d = base
     for part in rel.parts:
         d = d / part
@@ -26,7 +27,6 @@ def safe_dir(base: Path, rel: Path) -> Path:
 def write_atomic(target: Path, data: bytes, base: Path) -> None:
     """Write ``data`` to ``target`` (inside ``base``, a folder of the cache) through a fresh temporary file."""
     rel = target.relative_to(base)
-    base.mkdir(parents=True, exist_ok=True)
     folder = safe_dir(base, rel.parent)
     if target.is_symlink():
         target.unlink()  # a planted link is replaced, never written through

@@ -195,17 +195,19 @@ class RealDriver:
             if PF not in t.ongoing_prefetch:
                 raise Skip(PREFETCH_DECLINED)
         elif kind == "prefetch_hit":
-            if PF not in t.ongoing_prefetch or self._pf_op().hit_known:
+            if PF not in t.ongoing_prefetch or self._pf_op().host_indices is not None:
                 raise Skip(NOTHING_TO_DO)
             self._deliver_hit(op["n"], index)
         elif kind == "prefetch_done":
             if PF not in t.ongoing_prefetch:
                 raise Skip(NOTHING_TO_DO)
-            if not self._pf_op().hit_known:  # 0.5.17: the hit count arrives first, then its drain
+            if self._pf_op().host_indices is None:  # 0.5.17: the hit count arrives first, then its drain
                 self._deliver_hit(op["n"], index)
             if PF in t.ongoing_prefetch and t.ongoing_prefetch[PF][3].host_indices is not None:
                 pop = self._pf_op()
                 n = min(op["n"], len(pop.host_indices)) // self.ps * self.ps
+                if pop.storage_hit_count and n < len(pop.host_indices):
+                    pop.mark_terminate()  # 0.5.17's _page_transfer: a short batch terminates the operation
                 env.cc.finish_prefetch(pop, n, op["mamba_hit"], self._hash_fn(index), env.pool_name)
                 env.cc.append_host_mem_release(pop.host_indices[n:])  # as the real controller's IO thread does
             t.check_prefetch_progress(PF)

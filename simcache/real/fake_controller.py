@@ -79,7 +79,6 @@ class FakePrefetchOperation:
         self._terminated = False
         self.pool_storage_result = _PoolResult({})
         self.pool_transfers_done = not bool(pool_transfers)  # as the real operation: done at once without them
-        self.hit_known = host_indices is not None  # the commits learn the hit count with the data
 
     def mark_terminate(self) -> None:
         self._terminated = True
@@ -93,7 +92,8 @@ class FakeCacheController:
                  write_policy: str, page_size: int = 1, prefetch_threshold: int = 1,
                  auto_complete: bool = True) -> None:
         self.mem_pool_device_allocator, self.mem_pool_host = device_allocator, host_kv_pool
-        self.page_size, self.write_policy, self.prefetch_threshold = page_size, write_policy, prefetch_threshold
+        self.page_size, self.write_policy = page_size, write_policy
+        self.prefetch_threshold = max(prefetch_threshold, page_size)  # as 0.5.17's controller keeps it
         self.mamba_device_pool, self.mamba_host_pool = mamba_device_pool, mamba_host_pool
         self.auto_complete = auto_complete
         self.entry_map: dict = {}
@@ -233,7 +233,6 @@ class FakeCacheController:
     def deliver_hit(self, op: FakePrefetchOperation, hit_tokens: int, hash_fn: Callable[[int], str]) -> None:
         """The storage hit query's answer (0.5.17's prefetch thread): below the threshold the prefetch is revoked,
         else the operation waits on ``prefetch_hit_queue`` for the cache to reserve ``hit_tokens`` of host KV."""
-        op.hit_known = True
         hit = 0 if op.is_terminated() else hit_tokens
         if hit < self.prefetch_threshold:
             self.prefetch_revoke_queue.put(op.request_id)

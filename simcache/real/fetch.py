@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
-from .cachefs import write_atomic
+from .cachefs import safe_dir, write_atomic
 from .source import Source, SourceError, cache_dir, from_path, installed
 
 VERSION = re.compile(r"[0-9]+(\.[0-9]+){1,3}([.-]?(post|rc|a|b|dev)[0-9]*)?")
@@ -19,7 +20,7 @@ def from_git(git_dir: str | os.PathLike, commit: str, files: tuple[str, ...]) ->
     if not _COMMIT.fullmatch(commit):
         raise SourceError(f"{commit!r} is not a commit id; give 7 to 40 hex digits")
     full = _git(git_dir, "rev-parse", "--verify", f"{commit}^{{commit}}").strip()
-    dest = cache_dir() / "git" / full
+    dest = safe_dir(cache_dir(), Path("git", full))  # a planted symlink is refused, never followed
     for rel in files:
         target = dest / rel
         if target.is_file():
@@ -28,8 +29,8 @@ def from_git(git_dir: str | os.PathLike, commit: str, files: tuple[str, ...]) ->
             data = _git(git_dir, "show", f"{full}:python/{rel}", binary=True)
         except SourceError:
             continue  # an optional file the commit does not have; the loader says if a required one is missing
-        write_atomic(target, data, dest)
-    return Source(dest, f"git {full[:9]}", "git")
+        write_atomic(target, data, cache_dir())
+    return Source(dest, f"git {full[:9]}", "git", full)
 
 
 def _git(git_dir, *args: str, binary: bool = False):

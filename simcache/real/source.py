@@ -34,7 +34,7 @@ class Source:
     root: Path  # the folder holding sglang/
     label: str  # "sglang 0.5.17 (wheel, sha256 575e38f5...)", "/path/to/checkout", "git 7f67965b"
     kind: str  # "path", "release", "installed", "git"
-    version: str | None = None  # the release, when known
+    version: str | None = None  # the release (kind "release") or the full commit id (kind "git")
 
 
 def cache_dir() -> Path:

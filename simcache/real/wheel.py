@@ -108,7 +108,8 @@ def pick(doc: dict, version: str) -> dict:
 
 
 def download(entry: dict, base: Path, say: Say) -> Path:
-    """The wheel ``entry`` names, in ``base/wheels/``: reused when its sha256 matches, else fetched and verified."""
+    """The wheel ``entry`` names, in ``<cache folder base>/sglang/wheels/``: reused when its sha256 matches, else
+    fetched and verified."""
     name, want = entry["filename"], entry["hashes"]["sha256"].lower()
     if "/" in name or "\\" in name or name.startswith("."):
         raise SourceError(f"the package index named a wheel {name[:60]!r}; refusing a file name with a path in it")
@@ -116,8 +117,7 @@ def download(entry: dict, base: Path, say: Say) -> Path:
     if pinned and pinned != want:
         raise SourceError(f"the package index's sha256 for {name} is {want[:12]}..., not the {pinned[:12]}... this "
                           f"project pinned; refusing it")
-    base.mkdir(parents=True, exist_ok=True)  # a first fetch into an empty cache folder
-    folder = safe_dir(base, Path("wheels"))
+    folder = safe_dir(base, Path("sglang", "wheels"))  # creates the cache folder on a first fetch
     path = folder / name
     if path.is_file() and not path.is_symlink() and sha256_file(path) == want:
         return path
@@ -172,8 +172,8 @@ def extract(wheel: Path, members: tuple[str, ...], dest: Path, base: Path) -> di
 
 def release(version: str, files: tuple[str, ...], say: Say = _stderr) -> Source:
     """``files`` of sglang ``version``, from the cache folder or its wheel (fetched once, verified, extracted)."""
-    base = cache_dir() / "sglang"
-    dest = base / version
+    base = cache_dir()
+    dest = safe_dir(base, Path("sglang", version))  # a planted symlink is refused, never followed
     manifest_path = dest / "files.json"
     manifest: dict = {}
     if manifest_path.is_file() and not manifest_path.is_symlink():

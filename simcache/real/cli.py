@@ -1,0 +1,117 @@
+"""``python -m simcache real``: a scenario (or the whole gallery) on SGLang's own cache code, beside the model."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from .source import clear_cache
+
+DESCRIPTION = (
+    "Run a scenario, an operation file (OPS.json) or the whole gallery on SGLang's own cache code, unmodified, on "
+    "CPU over simcache's fake pools and controller, and print its result beside the model's, field by field. "
+    "LOADING SGLANG'S FILES RUNS THEIR CODE: they come only from the path you name (--sglang PATH, a checkout or an "
+    "unpacked wheel; --sglang installed for the installed package) or from a release's wheel that simcache fetches "
+    "from the package index without its dependencies, checks against the index's sha256 and keeps in the cache "
+    "folder (--sglang-version X.Y.Z).")
+EPILOG = ("The cache folder is $SIMCACHE_CACHE_DIR, else the user cache folder (platformdirs; ~/.cache/simcache on "
+          "Linux); `simcache real --clear-cache` empties it and prints where it is. Nothing of SGLang's is in "
+          "simcache's repository.")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("real", help="run a scenario on SGLang's own cache code beside the model (runs their code)",
+                       description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("scenario", nargs="?", help="a gallery name, a YAML/JSON scenario file or an OPS.json")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--sglang", metavar="PATH", help="a SGLang checkout or unpacked wheel (its files are run), or "
+                                                      "'installed' for the installed sglang package")
+    src.add_argument("--sglang-version", metavar="X.Y.Z", help="a release: its wheel is fetched into the cache "
+                                                                "folder once, verified by sha256, and its files run")
+    p.add_argument("--preset", help="the model's preset to compare with (default: the one that models the source; "
+                                    "for a checkout the newest)")
+    p.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
+    p.add_argument("--gallery", action="store_true", help="run every gallery scenario and print one line each")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--list-stubs", action="store_true", help="list the sglang.* modules and names that are stubs")
+    p.add_argument("--clear-cache", action="store_true", help="remove the wheels and files kept in the cache folder")
+    p.set_defaults(fn=cmd_real)
+
+
+def _usage(message: str):
+    from ..cli_numbers import UsageError
+
+    return UsageError(message)
+
+
+def compare_one(scenario, loaded, preset: str | None, schedule: str | None) -> tuple[str, dict, dict]:
+    """(preset, model result, real result) of one scenario."""
+    from ..simulate import simulate
+    from .compare import model_preset
+    from .run import FIELDS, run_real
+
+    name = model_preset(loaded.source, preset)
+    run = simulate(scenario, name, schedule=schedule, snapshots=False, invariants=False)
+    real = run_real(scenario, loaded, run.schedule)
+    return name, {k: run.result[k] for k in FIELDS}, real
+
+
+def cmd_real(a: argparse.Namespace) -> int:
+    from ..scenario import gallery, load
+    from .compare import loaded_for, side_by_side
+    from .run import diff
+
+    if a.clear_cache:
+        if a.scenario or a.gallery or a.list_stubs:
+            raise _usage("--clear-cache runs alone; give it without a scenario, --gallery or --list-stubs")
+        print(f"cleared {clear_cache()}")
+        return 0
+    if a.sglang is None and a.sglang_version is None:
+        raise _usage("say which SGLang code to run: --sglang PATH (or --sglang installed) or --sglang-version X.Y.Z")
+    loaded = loaded_for(a.sglang, a.sglang_version)
+    if a.list_stubs:
+        stubs = loaded.stub_list()
+        if a.json:
+            print(json.dumps(dict(source=loaded.source.label, real=sorted(loaded.real), stubs=stubs), indent=1))
+        else:
+            print(f"{loaded.source.label}: real modules {', '.join(sorted(loaded.real))}\nstubs:")
+            print("\n".join(f"  {s}" for s in stubs))
+        return 0
+    if a.gallery == (a.scenario is not None):
+        raise _usage("give a SCENARIO (a gallery name or a file) or --gallery, not both")
+    if a.gallery:
+        if a.schedule:
+            raise _usage("--schedule applies to one scenario; the gallery runs each with its own")
+        return _gallery(loaded, a, [load(n) for n in gallery()])
+    sc = load(a.scenario)
+    preset, model, real = compare_one(sc, loaded, a.preset, a.schedule)
+    if a.json:
+        print(json.dumps(dict(scenario=sc.name, preset=preset, source=loaded.source.label, differ=diff(model, real),
+                              model=model, real=real), indent=1))
+    else:
+        print(side_by_side(f"{sc.name}: the model beside the real code", model, real, preset, loaded.source.label))
+    return 0
+
+
+def _gallery(loaded, a, scenarios) -> int:
+    from .run import diff
+
+    rows = []
+    for sc in scenarios:
+        preset, model, real = compare_one(sc, loaded, a.preset, None)
+        rows.append(dict(scenario=sc.name, preset=preset, model=_short(model), real=_short(real),
+                         differ=diff(model, real)))
+    if a.json:
+        print(json.dumps(dict(source=loaded.source.label, scenarios=rows), indent=1))
+        return 0
+    print(f"the gallery on {loaded.source.label} (loading its files ran their code)")
+    w = max(len(r["scenario"]) for r in rows)
+    for r in rows:
+        agree = "agree" if not r["differ"] else f"DIFFER on {', '.join(r['differ'])}"
+        same = r["model"] == r["real"]
+        print(f"  {r['scenario']:<{w}}  model {r['preset']}: {r['model']}"
+              + ("" if same else f"\n  {'':<{w}}  real: {r['real']}") + f"  [{agree}]")
+    return 0
+
+
+def _short(r: dict) -> str:
+    return "clean" if r["outcome"] == "clean" else f"{r['outcome']} in {r['raised_in']} at op {r['step']}"

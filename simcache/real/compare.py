@@ -1,0 +1,120 @@
+"""The model beside the real code: which preset models a source, loads kept per process, and the side-by-side text.
+
+- ``model_preset(source)``: a release by ``versions.preset_for_real`` (the release table), a mirror commit the same
+  way, a user's checkout by the newest real preset (``--preset`` overrides each).
+- ``loaded_for(spec, version)``: one load per source and process (several releases and commits live side by side).
+- ``side_by_side(name, model, real, ...)``: every field of the two results, the differing ones marked ``*``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import versions
+from .fetch import VERSION, resolve
+from .loader import Loaded, load
+from .run import FIELDS, diff
+from .source import Source, SourceError
+from .targets import HI_MAMBA, Target
+
+# until the release table of ``simcache.versions`` is there: the one place that says which preset models what
+_FALLBACK = {"0.5.17": "release_0_5_17", "e9d6b9eb2d676f245863609ea611bee78ab5ce70": "pre_fix",
+             "14e122cdee7142ecd52e455d21be08403ed32c2a": "merged_fix",
+             "4a50cd781e16c793c2377600aa1745f82fbed51c": "followup_fix",
+             "7f67965b4dbbbedbce470af5ead78ff0af0f00da": "main_2026_06"}
+_LOADS: dict[tuple, Loaded] = {}
+
+
+def model_preset(source: Source, asked: str | None = None) -> str:
+    """The preset that models ``source`` (``asked`` wins): the release table for a release or a mirror commit, the
+    newest real preset for anything else (a reviewer's checkout)."""
+    if asked is not None:
+        versions.preset(asked)  # one sentence if unknown
+        return asked
+    if source.version is not None:
+        table = getattr(versions, "preset_for_real", None)
+        if table is not None:
+            try:
+                return table(source.version)
+            except versions.ConfigError:
+                pass
+        name = _FALLBACK.get(source.version)
+        if name in versions.PRESETS:
+            return name
+        if source.kind == "release":
+            raise SourceError(f"no preset models sglang {source.version} yet; give --preset NAME to compare with one "
+                              f"({', '.join(versions.REAL_PRESETS)})")
+    return versions.REAL_PRESETS[-1]
+
+
+def parse_word(word: str) -> tuple[str | None, str | None]:
+    """``--against-real`` / ``--confirm-real``'s one word -> (spec, version): ``installed``, a release version
+    (``0.5.17``) or a path (anything with a ``/``, or an existing folder)."""
+    if word == "installed":
+        return "installed", None
+    if VERSION.fullmatch(word) and not os.path.isdir(word):
+        return None, word
+    return word, None
+
+
+def loaded_for(spec: str | None, version: str | None, target: Target = HI_MAMBA) -> Loaded:
+    """The load of ``target`` from the source the words name, made once per process."""
+    key = (target.name, None if spec is None else (spec if spec == "installed" else str(Path(spec).resolve())),
+           version)
+    if key not in _LOADS:
+        _LOADS[key] = load(resolve(spec, version, target.files), target)
+    return _LOADS[key]
+
+
+def _text(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={{{_text(x)}}}" if isinstance(x, dict) else f"{k}={_text(x)}" for k, x in v.items())
+    if isinstance(v, list):
+        return "[" + ", ".join(_text(x) for x in v) + "]"
+    return str(v)
+
+
+def side_by_side(title: str, model: dict, real: dict, preset: str, label: str) -> str:
+    """Each field on one line per side (``model`` / ``real``), the differing fields marked ``*``; lists of lines
+    (trees) printed one item per line when they differ."""
+    differ = set(diff(model, real))
+    lines = [title, f"  model: preset {preset}", f"  real:  {label} (loading its files ran their code)", ""]
+    width = max(map(len, FIELDS))
+    for k in FIELDS:
+        mark = "*" if k in differ else " "
+        m, r = model.get(k), real.get(k)
+        if k in differ and isinstance(m, list) and isinstance(r, list) and k in ("tree", "tree_slots", "stale_final"):
+            lines.append(f"{mark} {k:<{width}}  model:")
+            lines += [f"    {' ' * width}  {x}" for x in m] or [f"    {' ' * width}  (empty)"]
+            lines.append(f"  {' ' * width}  real:")
+            lines += [f"    {' ' * width}  {x}" for x in r] or [f"    {' ' * width}  (empty)"]
+        elif k in differ:
+            lines.append(f"{mark} {k:<{width}}  model: {_text(m)}")
+            lines.append(f"  {' ' * width}  real:  {_text(r)}")
+        else:
+            lines.append(f"{mark} {k:<{width}}  {_text(m)}")
+    lines.append("")
+    lines.append(f"{len(differ)} of {len(FIELDS)} fields differ (marked *)" if differ else
+                 f"the model and the real code agree on all {len(FIELDS)} fields")
+    return "\n".join(lines)
+
+
+def real_outcome_line(real: dict, model: dict, label: str) -> str:
+    """One header line: what the real code did, and whether the model agrees (``--against-real``)."""
+    what = "clean" if real["outcome"] == "clean" else f"{real['outcome']} in {real['raised_in']} at op {real['step']}"
+    differ = diff(model, real)
+    agree = "the model agrees on every field" if not differ else f"the model differs on {', '.join(differ)}"
+    return f"real code ({label}): {what}; {agree}"
+
+
+def against_real(run, word: str) -> tuple[str, dict]:
+    """``--against-real``: the real code's run of ``run``'s scenario and schedule -> (header line, the real result
+    with ``differ``: the fields where the model's differs)."""
+    from .run import run_real
+
+    loaded = loaded_for(*parse_word(word))
+    real = run_real(run.scenario, loaded, run.schedule)
+    model = {k: run.result[k] for k in FIELDS}
+    return real_outcome_line(real, model, loaded.source.label), dict(real, differ=diff(model, real))

@@ -1,0 +1,233 @@
+"""A release's files from a package index, on a local fake index (never the network): found, fetched once, verified,
+extracted into the cache folder only; each failure one sentence, exit status 2 on the command line, nothing written
+outside the cache folder. The wheel holds a made-up SGLang tree (our own lines, nothing of SGLang's)."""
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import os
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from simcache.cli import main
+from simcache.real import HI_MAMBA, SourceError, load, resolve
+from simcache.real import wheel as wheel_mod
+from simcache.real.source import clear_cache
+from tests.real_fake_tree import FILES, MC, make_tree
+
+VERSION = "9.8.7"
+WHEEL = f"sglang-{VERSION}-cp311-cp311-manylinux_2_34_x86_64.whl"
+
+
+def make_wheel(skip: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, text in FILES.items():
+            if name != skip:
+                z.writestr(f"{MC}/{name}", text.format(version=VERSION) if "{version" in text else text)
+        z.writestr("sglang-9.8.7.dist-info/METADATA", "Name: sglang\n")
+    return buf.getvalue()
+
+
+class Index:
+    """A local JSON simple API for sglang: one wheel, with the sha256 and size it is told to announce."""
+
+    def __init__(self, body: bytes, sha256: str | None = None, size: int | None = None, wheel_status: int = 200):
+        self.body, self.wheel_status, self.hits = body, wheel_status, {"index": 0, "wheel": 0}
+        self.sha256 = sha256 or hashlib.sha256(body).hexdigest()
+        self.size = len(body) if size is None else size
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path == "/simple/sglang/":
+                    index.hits["index"] += 1
+                    doc = {"name": "sglang", "versions": ["0.5.17", VERSION], "files": [
+                        {"filename": WHEEL, "url": f"http://127.0.0.1:{index.port}/files/{WHEEL}",
+                         "hashes": {"sha256": index.sha256}, "size": index.size},
+                        {"filename": "sglang-0.5.17.tar.gz", "url": "http://127.0.0.1:1/x", "hashes": {"sha256": "0"}}]}
+                    self._send(200, json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json")
+                elif self.path == f"/files/{WHEEL}":
+                    index.hits["wheel"] += 1
+                    self._send(index.wheel_status, index.body if index.wheel_status == 200 else b"no",
+                               "application/octet-stream")
+                else:
+                    self._send(404, b"no", "text/plain")
+
+            def _send(self, status, data, kind):
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """The cache folder, and a folder beside it that must stay empty (nothing written outside the cache)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    monkeypatch.setenv("SIMCACHE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(outside)
+    yield tmp_path / "cache"
+    assert list(outside.iterdir()) == [], "something was written outside the cache folder"
+
+
+def serve(monkeypatch, request, **kw) -> Index:
+    idx = Index(kw.pop("body", None) or make_wheel(), **kw)
+    request.addfinalizer(idx.close)
+    monkeypatch.setenv("SIMCACHE_INDEX_URL", f"http://127.0.0.1:{idx.port}/simple/")
+    return idx
+
+
+def sentence(capsys, *argv: str) -> str:
+    """The one sentence a failing command prints (after the download's progress line, if it got that far)."""
+    assert main(list(argv)) == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if not ln.startswith("simcache: downloading ")]
+    assert out == "" and len(lines) == 1, err
+    return lines[0]
+
+
+def test_a_release_is_fetched_once_verified_and_only_its_files_extracted(cache, monkeypatch, request, capsys):
+    idx = serve(monkeypatch, request)
+    src = resolve(version=VERSION, files=HI_MAMBA.files)
+    assert src.kind == "release" and src.version == VERSION and src.root == cache / "sglang" / VERSION
+    assert src.label == f"sglang {VERSION} ({WHEEL}, sha256 {idx.sha256[:12]}...)"
+    got = sorted(str(p.relative_to(src.root)) for p in src.root.rglob("*.py"))
+    assert got == sorted(f"{MC}/{n}" for n in FILES)  # no METADATA, nothing else of the wheel
+    assert (cache / "sglang" / "wheels" / WHEEL).read_bytes() == idx.body
+    assert load(src, HI_MAMBA).module("hi_mamba_radix_cache").VERSION == VERSION
+    assert "downloading " + WHEEL in capsys.readouterr().err
+    resolve(version=VERSION, files=HI_MAMBA.files)  # the second time: from the cache, no index, no download
+    assert idx.hits == {"index": 1, "wheel": 1}
+    (src.root / MC / "radix_cache.py").write_text("tampered = True\n")  # a changed file is extracted again
+    resolve(version=VERSION, files=HI_MAMBA.files)
+    assert (src.root / MC / "radix_cache.py").read_text() == FILES["radix_cache.py"]
+    assert idx.hits == {"index": 2, "wheel": 1}  # the kept wheel's sha256 still matched: not downloaded again
+    assert clear_cache() == cache and not (cache / "sglang").exists()
+
+
+def test_a_version_the_index_does_not_have(cache, monkeypatch, request, capsys):
+    serve(monkeypatch, request)
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", "1.2.3") == (
+        f"simcache: sglang has no release 1.2.3 on the package index (the newest is {VERSION}); give a released "
+        f"version like 0.5.17")
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", "0.5.17") == (
+        "simcache: sglang 0.5.17 has no wheel with a sha256 on the package index; give --sglang PATH to an unpacked "
+        "copy instead")
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", "latest") == (
+        "simcache: --sglang-version 'latest' is not a version number; give one like 0.5.17")
+
+
+def test_a_hash_mismatch_keeps_nothing(cache, monkeypatch, request, capsys):
+    serve(monkeypatch, request, sha256="ab" * 32)
+    err = sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION)
+    assert err.startswith(f"simcache: the downloaded {WHEEL} has sha256 ") and err.endswith(
+        ", not the index's abababababab...; nothing was kept, try again")
+    assert list((cache / "sglang" / "wheels").iterdir()) == []
+
+
+def test_a_pinned_wheel_whose_index_hash_changed_is_refused_before_downloading(cache, monkeypatch, request, capsys):
+    idx = serve(monkeypatch, request)
+    monkeypatch.setitem(wheel_mod.PINNED, WHEEL, "cd" * 32)
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
+        f"simcache: the package index's sha256 for {WHEEL} is {idx.sha256[:12]}..., not the cdcdcdcdcdcd... this "
+        f"project pinned; refusing it")
+    assert idx.hits["wheel"] == 0
+
+
+def test_a_failed_download_and_an_unreachable_index(cache, monkeypatch, request, capsys):
+    idx = serve(monkeypatch, request, wheel_status=500)
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
+        f"simcache: the package index answered HTTP 500 for http://127.0.0.1:{idx.port}/files/{WHEEL}; try again "
+        f"later")
+    idx.close()
+    err = sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION)
+    assert err.startswith(f"simcache: cannot reach the package index at http://127.0.0.1:{idx.port}/simple/sglang/ (")
+    assert err.endswith("); check the network, or give --sglang PATH to a local checkout")
+
+
+def test_a_download_over_the_bound_is_refused_before_or_while_fetching(cache, monkeypatch, request, capsys):
+    body = make_wheel()
+    idx = serve(monkeypatch, request, body=body, size=len(body) - 10)  # the body grows past what was announced
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
+        f"simcache: the download of {WHEEL} grew past the {len(body) - 10:,} bytes the index announced; refusing it")
+    monkeypatch.setattr(wheel_mod, "MAX_WHEEL", 100)
+    idx.size = len(body)
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
+        f"simcache: {WHEEL} is 0 MB, over the 0 MB this tool fetches")
+    assert idx.hits["wheel"] == 1 and list((cache / "sglang" / "wheels").iterdir()) == []
+
+
+def test_a_file_missing_from_the_wheel(cache, monkeypatch, request, capsys):
+    serve(monkeypatch, request, body=make_wheel(skip="mamba_radix_cache.py"))
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION).startswith(
+        f"simcache: the wheel of sglang {VERSION} ({WHEEL}, sha256 ")
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(SourceError) as e:
+        load(resolve(version=VERSION, files=HI_MAMBA.files), HI_MAMBA)
+    assert str(e.value).endswith(f"...) has no {MC}/mamba_radix_cache.py; this release does not ship the hi_mamba "
+                                 f"cache")
+
+
+def test_a_planted_symlink_in_the_cache_is_refused_not_followed(cache, monkeypatch, request, capsys, tmp_path):
+    serve(monkeypatch, request)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (cache / "sglang").mkdir(parents=True)
+    os.symlink(elsewhere, cache / "sglang" / VERSION)
+    err = sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION)
+    assert err == (f"simcache: {cache / 'sglang' / VERSION} in the cache folder is not a plain folder (a symlink or a "
+                   f"file); remove it with `python -m simcache real --clear-cache`")
+    assert list(elsewhere.iterdir()) == []
+    assert main(["real", "--clear-cache"]) == 0
+    assert capsys.readouterr().out == f"cleared {cache}\n"
+    assert elsewhere.is_dir() and not (cache / "sglang").exists()
+
+
+def test_bad_paths_and_words_are_one_sentence(cache, capsys, tmp_path):
+    assert sentence(capsys, "real", "crash_pr", "--sglang", str(tmp_path / "nope")) == (
+        f"simcache: --sglang {tmp_path / 'nope'}: no such folder; give a SGLang checkout or an unpacked wheel")
+    assert sentence(capsys, "real", "crash_pr", "--sglang", str(tmp_path)) == (
+        f"simcache: --sglang {tmp_path} holds no sglang/srt folder; give the top of a SGLang checkout (with "
+        f"python/sglang/) or an unpacked wheel (with sglang/)")
+    assert sentence(capsys, "real", "crash_pr") == (
+        "simcache: say which SGLang code to run: --sglang PATH (or --sglang installed) or --sglang-version X.Y.Z")
+    assert sentence(capsys, "run", "crash_pr", "--against-real", str(tmp_path / "nope")) == (
+        f"simcache: --sglang {tmp_path / 'nope'}: no such folder; give a SGLang checkout or an unpacked wheel")
+    assert sentence(capsys, "real", "--clear-cache", "crash_pr") == (
+        "simcache: --clear-cache runs alone; give it without a scenario, --gallery or --list-stubs")
+
+
+def test_help_says_loading_runs_their_code_and_where_the_cache_is(cache, capsys):
+    with pytest.raises(SystemExit):
+        main(["real", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "LOADING SGLANG'S FILES RUNS THEIR CODE" in text
+    assert "`simcache real --clear-cache` empties it and prints where it is" in text
+
+
+def test_the_list_of_stubs_of_a_made_up_tree(cache, capsys, tmp_path):
+    tree = make_tree(tmp_path / "tree")
+    assert main(["real", "--sglang", str(tree), "--list-stubs", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["source"] == str(tree) and "sglang.srt.mem_cache.radix_cache" in doc["real"]
+    assert "sglang.srt.made.up: Thing (placeholder)" in doc["stubs"]
+    assert not list(Path(tree).rglob("__pycache__"))
