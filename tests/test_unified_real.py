@@ -73,3 +73,36 @@ def test_under_write_back_the_refill_is_hung_but_the_unbacked_parent_is_backed_u
     assert r.snapshot[:2] == (
         "[1,2] kv=- host=2,3 mamba=- mamba_host=- lock=0 host_lock=1",
         "  [3,4] kv=- host=0,1 mamba=- mamba_host=1 lock=0 host_lock=1")
+
+
+def _race_ops():
+    from simcache.operations import parse_op
+
+    return [(None, parse_op(s, "t")) for s in ("prefetch 1 2 9 9", "request 1 2 3 4", "prefetch_done 4 hit",
+                                                  "evict 3", "evict_host 2", "evict 2")]
+
+
+def _race_scenario(policy: str):
+    from simcache.scenario import from_doc
+
+    return from_doc(dict(
+        name="t", config=dict(policy=policy, storage=True, prefetch_threshold=1, device_kv=16, device_mamba=8,
+                              host_kv=4, host_mamba=4), ops=["evict 0"]), "t")
+
+
+def test_run_unified_gives_run_ops_fields_for_any_operation_list():
+    """The operation vocabulary on the real unified class (the prefetch's L3 hit count arrives before the request,
+    so its host KV is reserved when the request's backup runs)."""
+    from simcache.real.unified.run import run_unified
+
+    ops = _race_ops()
+    ops.insert(1, (None, {"op": "prefetch_hit", "n": 4}))
+    r = run_unified(_race_scenario("write_through"), loaded("0.5.16"), ops=ops)
+    assert (r["outcome"], r["status"], r["step"], r["first_stale"]) == ("AssertionError: ", "......x", 6, 4)
+    assert r["chain"] == ["evict", "drive_eviction", "_evict_device_leaf", "_remove_leaf_from_parent"]
+    assert r["counters"]["full_evictable"] == -2 and r["tree"] == []
+    assert r["double_frees"] == [dict(pool="device_kv", slots=[0, 1], chain=[
+        "evict_component", "_evict_component_and_detach_lru", "_evict_device_leaf", "drive_eviction", "evict"])]
+    assert r["accounting"]["device_kv"]["duplicated_in_free_list"] == [0, 1]
+    clean = run_unified(_race_scenario("write_through"), loaded("0.5.17"), ops=ops)
+    assert (clean["outcome"], clean["status"], clean["double_frees"], clean["tree"]) == ("clean", ".......", [], [])

@@ -1,0 +1,205 @@
+"""SGLang's real ``UnifiedRadixCache`` built over the fakes for a scenario's settings, and read-only views of its state.
+
+``UnifiedEnv`` offers what ``simcache.real.driver.RealDriver`` drives (``tree``, the pools, the controller, the
+request bookkeeping), so an operation means the same on the unified class as on HiMamba. Construction is SGLang's
+own: the constructor, then ``init_hicache`` (whose pool assembler is the fake of ``fakes.make_assembler``).
+
+The views have ``run_ops``'s field names, with the unified cache's own node fields:
+- ``tree``: ``depth keys v= h= m= mh= (0/1: device KV, host KV, device Mamba, host Mamba) fl= ml= (device locks of
+  Full and Mamba) hl= hml= (host locks)``; ``tree_slots``: the slots of each;
+- ``stale_final``: ``keys@holder`` for every detached node still held by a leaf set, an LRU list or an in-flight
+  map (the unified cache's holders: ``evictable_device_leaves``, ``evictable_host_leaves``, ``lru_lists[MAMBA]``,
+  ``host_lru_lists[MAMBA]``, ``ongoing_*``);
+- ``counters``: the per-component evictable and protected sizes; ``inflight``, ``double_frees``, ``accounting``,
+  ``free``: as for HiMamba.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from array import array
+from types import SimpleNamespace
+
+from ..env import POOLS
+from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
+from ..loader import Loaded
+from . import fakes, stubs
+
+MC = "sglang.srt.mem_cache"
+
+
+class UnifiedEnv:
+    """One fresh real unified cache for the checked settings ``cfg``; build it inside ``loaded.active()``."""
+
+    def __init__(self, loaded: Loaded, cfg: dict, max_ctx: int) -> None:
+        self.loaded, self.cfg = loaded, cfg
+        target = self.target = loaded.target
+        ct = loaded.module(f"{MC}.unified_cache.component_type" if target.is_tree_core
+                           else f"{MC}.unified_cache_components.tree_component")
+        self.CT = ct.ComponentType
+        self.bpc = loaded.module(f"{MC}.base_prefix_cache")
+        self.RadixKey = loaded.module(f"{MC}.radix_cache").RadixKey
+        self.pool_name = loaded.module(f"{MC}.hicache_storage").PoolName.MAMBA
+        ps, storage = cfg["page_size"], cfg["storage"]
+        self.page_size, self.extra_buffer = ps, ps > 1
+        self.ledger = Ledger(loaded.real_files)
+        self.alloc = fakes.DeviceKVAllocator(cfg["device_kv"], self.ledger)
+        self.rtp = fakes.HybridReqToTokenPool(FakeMambaPool(cfg["device_mamba"], self.ledger), cfg["device_mamba"] + 1,
+                                              max_ctx, self.extra_buffer)
+        self.host_kv = FreeListPool("host_kv", cfg["host_kv"], self.ledger, ps)
+        self.host_mamba = FreeListPool("host_mamba", cfg["host_mamba"], self.ledger)
+        self.cc = fakes.UnifiedController(self.alloc, self.host_kv, self.rtp.mamba_pool, self.host_mamba,
+                                          cfg["policy"], page_size=ps, prefetch_threshold=cfg["prefetch_threshold"],
+                                          auto_complete=cfg.get("auto_complete", True))
+        self.cc.enable_storage = storage
+        CacheInitParams = loaded.module(f"{MC}.cache_init_params").CacheInitParams
+        extra = {"tree_core_backend": "python"} if "tree_core_backend" in {
+            f.name for f in dataclasses.fields(CacheInitParams)} else {}
+        params = CacheInitParams(
+            disable=False, req_to_token_pool=self.rtp, token_to_kv_pool_allocator=self.alloc, page_size=ps,
+            eviction_policy="lru", tree_components=(self.CT.FULL, self.CT.MAMBA),
+            enable_mamba_extra_buffer=self.extra_buffer, **extra)
+        policy = {"write_through": "write_through", "write_back": "write_back"}.get(cfg["policy"], cfg["policy"])
+        server_args = SimpleNamespace(
+            hicache_io_backend="kernel", hicache_mem_layout="layer_first", extra_metric_labels=None,
+            hicache_storage_backend="fake" if storage else None, hicache_storage_backend_extra_config=None,
+            hicache_write_policy=policy, hicache_storage_prefetch_policy=cfg["prefetch_stop_policy"],
+            served_model_name="fake")
+        t = self.tree = loaded.cache_class(params)
+        stubs.CURRENT.update(attach=fakes.make_assembler(self.cc, self.CT),
+                             prefetch_threshold=cfg["prefetch_threshold"])
+        t.init_hicache(server_args, params)
+        t.load_cache_event = threading.Event()
+        mamba = self.CT.MAMBA
+        self.cc.bind_unified(self.pool_name, evict_mamba_host=lambda n: t.evict_host(n, mamba),
+                             evict_mamba=lambda n: t.evict(self.bpc.EvictParams(mamba_num=n)))
+        if cfg["write_through_threshold"] != t.write_through_threshold:
+            t.write_through_threshold = cfg["write_through_threshold"]
+        t.load_back_threshold = cfg["load_back_threshold"]
+        self.live_reqs: collections.OrderedDict = collections.OrderedDict()
+        self.seq = lambda toks: array("q", toks)
+
+    # --- nodes ---
+    @property
+    def core(self):
+        """The object that owns the tree, the leaf sets, the LRUs and the counters."""
+        return self.tree.tree_core if self.target.is_tree_core else self.tree
+
+    def node(self, handle):
+        """The node object of a handle the cache's API returned (a node, or a node id from 0.5.17)."""
+        if handle is None or not self.target.is_tree_core or not isinstance(handle, int):
+            return handle
+        return self.core.node_by_id(handle)
+
+    def data(self, node, ct):
+        return node.component_data[ct]
+
+    def ckey(self, toks):
+        return toks[0] if self.page_size == 1 else tuple(toks[: self.page_size])
+
+    def attached(self) -> set[int]:
+        root = self.core.root_node
+        seen, stack = {id(root)}, [root]
+        while stack:
+            n = stack.pop()
+            for k, c in n.children.items():
+                if c.parent is n and c.key is not None and len(c.key) > 0 and self.ckey(list(c.key.token_ids)) == k:
+                    seen.add(id(c))
+                    stack.append(c)
+        return seen
+
+    def _lru_nodes(self, lru) -> list:
+        return list(lru.cache.values())  # node id -> node, in every version
+
+    def stale_refs(self) -> list[str]:
+        c, t, att, M = self.core, self.tree, self.attached(), self.CT.MAMBA
+
+        def first(v):
+            return self.node(v[0] if isinstance(v, tuple) else v)
+
+        holders = dict(evictable_device_leaves=[self.node(n) for n in c.evictable_device_leaves],
+                       evictable_host_leaves=[self.node(n) for n in c.evictable_host_leaves],
+                       mamba_lru_list=self._lru_nodes(c.lru_lists[M]),
+                       mamba_host_lru_list=self._lru_nodes(c.host_lru_lists[M]),
+                       ongoing_write_through=[first(v) for v in t.ongoing_write_through.values()],
+                       ongoing_load_back=[first(v) for v in t.ongoing_load_back.values()],
+                       ongoing_backup=[first(v) for v in t.ongoing_backup.values()],
+                       ongoing_prefetch=[first(v) for v in t.ongoing_prefetch.values()])
+        return sorted({f"{','.join(map(str, n.key.token_ids)) if n.key is not None else 'None'}@{h}"
+                       for h, nodes in holders.items() for n in nodes if n is not None and id(n) not in att})
+
+    def dfs(self) -> list:
+        att, out = self.attached(), []
+
+        def rec(n, d):
+            for c in sorted((c for c in n.children.values() if id(c) in att), key=lambda c: list(c.key.token_ids)):
+                out.append((d, c))
+                rec(c, d + 1)
+
+        rec(self.core.root_node, 1)
+        return out
+
+    def canonical_tree(self) -> tuple[list[str], list[str]]:
+        F, M = self.CT.FULL, self.CT.MAMBA
+        lines, slot_lines = [], []
+        for d, c in self.dfs():
+            f, m = c.component_data[F], c.component_data[M]
+            keys = ",".join(map(str, c.key.token_ids))
+            bad = any(v is not None and len(v) != len(c.key) for v in (f.value, f.host_value))
+            lines.append(f"{d} {keys} v={int(f.value is not None)} h={int(f.host_value is not None)} "
+                         f"m={int(m.value is not None)} mh={int(m.host_value is not None)} fl={f.lock_ref} "
+                         f"ml={m.lock_ref} hl={f.host_lock_ref} hml={m.host_lock_ref}" + (" !len" if bad else ""))
+            slot_lines.append(f"{d} {keys} " + " ".join(
+                f"{k}={','.join(map(str, slots_of(v))) if v is not None else '-'}"
+                for k, v in (("v", f.value), ("h", f.host_value), ("m", m.value), ("mh", m.host_value))))
+        return lines, slot_lines
+
+    def pools(self) -> dict[str, FreeListPool]:
+        return dict(device_kv=self.alloc, device_mamba=self.rtp.mamba_pool, host_kv=self.host_kv,
+                    host_mamba=self.host_mamba)
+
+    def accounting(self) -> dict[str, dict[str, list[int]]]:
+        F, M = self.CT.FULL, self.CT.MAMBA
+        refs: dict[str, list[int]] = {p: [] for p in POOLS}
+        for _, n in self.dfs():
+            f, m = n.component_data[F], n.component_data[M]
+            for pool, v in zip(POOLS, (f.value, m.value, f.host_value, m.host_value), strict=True):
+                refs[pool] += slots_of(v)
+        for r in self.live_reqs.values():
+            refs["device_kv"] += slots_of(self.rtp.req_to_token[r.req_pool_idx, r.cache_protected_len: r._len])
+            refs["device_mamba"] += slots_of(r.mamba_pool_idx) + slots_of(r.mamba_ping_pong_track_buffer)
+        for v in self.tree.ongoing_prefetch.values():
+            refs["host_kv"] += slots_of(v[3].host_indices if v[2] is None else v[2])
+            for tr in v[3].pool_transfers or []:
+                refs["host_mamba"] += slots_of(tr.host_indices)
+        for page in list(self.cc.host_mem_release_queue.queue):
+            refs["host_kv"] += slots_of(page)
+        for q in getattr(self.cc, "extra_host_mem_release_queues", {}).values():
+            for page in list(q.queue):
+                refs["host_mamba"] += slots_of(page)
+        res = {}
+        for p, pool in self.pools().items():
+            free, cnt, rc = pool.free_slots, collections.Counter(pool.free_slots), collections.Counter(refs[p])
+            in_use, r = set(range(pool.size)) - set(free), set(refs[p])
+            res[p] = dict(leaked=sorted(in_use - r), free_but_referenced=sorted(r & set(free)),
+                          duplicated_in_free_list=sorted(s for s, k in cnt.items() if k > 1),
+                          shared=sorted(s for s, k in rc.items() if k > 1))
+        return res
+
+    def state(self) -> dict:
+        (tree, tree_slots), c, t, F, M = self.canonical_tree(), self.core, self.tree, self.CT.FULL, self.CT.MAMBA
+        ev, pr = c.component_evictable_size_, c.component_protected_size_
+        return dict(
+            stale_final=self.stale_refs(), tree=tree, tree_slots=tree_slots,
+            counters=dict(full_evictable=int(ev[F]), full_protected=int(pr[F]), mamba_evictable=int(ev[M]),
+                          mamba_protected=int(pr[M]),
+                          tree_device_tokens=sum(len(n.component_data[F].value) for _, n in self.dfs()
+                                                 if n.component_data[F].value is not None),
+                          live_requests=len(self.live_reqs)),
+            inflight=dict(write_through=len(t.ongoing_write_through), load_back=len(t.ongoing_load_back),
+                          backup=len(t.ongoing_backup), prefetch=len(t.ongoing_prefetch),
+                          pending_l3=len(self.cc.pending_backups), write_acks=len(self.cc.ack_write_queue)),
+            double_frees=self.ledger.double_frees(),
+            accounting=self.accounting(),
+            free={p: [int(x) for x in pool.free_slots] for p, pool in self.pools().items()})
