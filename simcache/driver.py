@@ -178,18 +178,26 @@ class Driver:
             c._update_leaf_status(n)
 
     # --- one operation ---
-    def step(self, op: dict, index: int) -> str:
-        """Apply operation number ``index``; its status letter. A simulated exception is a result: status ``x``,
-        its ``Crash`` in ``cache.crashed``. A user's mistake (``SimcacheError``) or a bug of simcache's observers
-        (``InternalError``) is raised."""
+    def step(self, op: dict, index: int, run: Callable[[Driver, dict, int], str | None] | None = None, *,
+             crashes: bool = True) -> str:
+        """Apply operation number ``index``; its status letter: applied, a ``Skip``'s letter (turned away), or ``x``
+        (the simulated cache raised: a result, its ``Crash`` in ``cache.crashed``). A user's mistake
+        (``SimcacheError``) or a bug of simcache's observers (``InternalError``) is raised. Every caller classifies
+        an operation here: ``run`` is the op's method (``RUN[op["op"]]``) when the caller looked it up once already
+        (the explorer's machine), and ``crashes=False`` lets the simulated cache's exception go up instead of
+        becoming a status (the notebooks' ``Lab``, where the learner sees the traceback)."""
         try:
-            self.apply(op, index)  # through ``apply``, so a replay that wraps it sees the exception (codepane)
-            return APPLIED
+            if run is None:
+                self.apply(op, index)  # through ``apply``, so a replay that wraps it sees the exception (codepane)
+                return APPLIED
+            return run(self, op, index) or APPLIED  # None, or the letter of a skip decided at once
         except Skip as s:
             return s.code
         except SimcacheError:
             raise
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
+            if not crashes:
+                raise
             return self.raised(op, index, e)
 
     def raised(self, op: dict, index: int, e: Exception) -> str:

@@ -12,7 +12,7 @@ from html import escape
 
 from .cache import HiMambaRadixCache
 from .config import CacheConfig
-from .driver import Driver, Skip
+from .driver import Driver
 from .render.display import CSS, HTML, Text
 from .render.display import columns as _columns
 from .render.dot import legend_dot, render_svg, snapshot_to_dot
@@ -52,11 +52,7 @@ class Lab:
         for text in ops:
             op = parse_op(text, "Lab.do")
             self._begin(op)
-            try:
-                self.driver.apply(op, len(self.statuses))
-                status = "."
-            except Skip as s:
-                status = s.code
+            status = self.driver.step(op, len(self.statuses), crashes=False)  # a crash goes up, as a traceback
             self.statuses.append(status)
             self.recorder.end_op(len(self.recorder.ops) - 1, status)
         self._before, self._last = before, " ; ".join(ops)

@@ -22,7 +22,7 @@ from ..cache import HiMambaRadixCache
 from ..crash import signature  # noqa: F401 -- its home is crash.py; the explorer imports it from here
 from ..driver import Driver
 from ..errors import SimcacheError
-from ..operations import APPLIED, RAISED, Skip
+from ..operations import RAISED
 from ..ops_run import build_config
 from ..scenario import Scenario
 from ..scheduler import Schedule, format_turns
@@ -140,16 +140,9 @@ class Machine:
         op, run = step
         driver, index = self.driver, self.index
         try:
-            if run is None:
-                status = driver.step(op, index)  # an unknown op: its error
-            else:
-                status = run(driver, op, index) or APPLIED  # None, or the letter of a skip decided at once
-        except Skip as s:
-            status = s.code
+            status = driver.step(op, index, run)  # run None: an unknown op, its error
         except SimcacheError as e:  # a conflict only some interleavings reach: name the one that did
             raise type(e)(f"{e} (schedule: {format_turns(self.turns)})" if self.idx else str(e)) from None
-        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            status = driver.raised(op, index, e)
         if status == RAISED:
             self.crash = self.cache.crashed
         self.index = index + 1
