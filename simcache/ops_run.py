@@ -17,7 +17,7 @@ from .driver import Driver
 from .errors import ScenarioError
 from .gcpace import fewer_collections
 from .operations import OPS, RAISED, check_op
-from .state import accounting, counters, inflight, stale_refs, tree_lines, tree_slot_lines
+from .state import accounting, counters, inflight, stale_refs, tree_and_slot_lines, tree_lines
 from .versions import Flags
 from .versions import preset as preset_flags
 
@@ -180,13 +180,14 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
     if bar is not None:
         bar.close()
     live = list(drv.live.values())
+    tree, tree_slots = tree_and_slot_lines(cache)
     out = dict(
         outcome="clean" if crash is None else crash.outcome,
         sig=None if crash is None else short_sig(crash),
         raised_in=None if crash is None else crash.function,
         chain=[] if crash is None else list(crash.stack),
         step=step, status="".join(status), first_stale=first_stale, stale_final=stale_refs(cache),
-        tree=tree_lines(cache), tree_slots=tree_slot_lines(cache), counters=counters(cache, live),
+        tree=tree, tree_slots=tree_slots, counters=counters(cache, live),
         inflight=inflight(cache),
         double_frees=[dict(pool=d.pool, slots=list(d.slots), chain=list(d.stack))
                       for p in cache.pools.all().values() for d in p.double_frees],

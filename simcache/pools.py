@@ -34,8 +34,10 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat, starmap
+from itertools import compress, filterfalse, repeat, starmap
+from operator import not_
 
+import numpy as np
 import torch
 
 from .streams import _CPU, backend_for, resolve_device
@@ -90,6 +92,33 @@ def _shift(counts: list[int], slots: list[int], by: Callable[[int], int]) -> Non
     deque(map(counts.__setitem__, slots, map(by, map(counts.__getitem__, slots))), 0)
 
 
+# A pool of at least _BIG slots keeps its free counts in a numpy array, so that a request's thousands of slots move
+# in one indexed update; a smaller pool (the explorer's, a scenario's) keeps a list, cheaper to index one slot at a
+# time and to copy. An indexed update counts a slot listed twice once, so a big pool uses it only while no slot can
+# repeat: ``_repeats`` turns on (and stays on) once a slot is in the free list twice (a double free, or a slot
+# listed twice in one free), and from then on ``np.add.at`` counts every occurrence.
+_BIG = 2048
+_MANY = 32  # below this many slots, one at a time even in a big pool
+
+
+def _idx(slots) -> np.ndarray:
+    """Slots as an index array (``np.fromiter`` reads a list of ints several times faster than numpy's indexing
+    converts one)."""
+    if slots.__class__ is np.ndarray:
+        return slots
+    if isinstance(slots, torch.Tensor):
+        return slots.numpy()
+    return np.fromiter(slots, dtype=np.int64, count=len(slots))
+
+
+def _has_repeats(idx: np.ndarray, stamp: np.ndarray) -> bool:
+    """Whether a slot occurs twice in ``idx``: each position writes its number into ``stamp`` (scratch, one entry per
+    slot); a slot listed twice keeps only its last position's."""
+    where = np.arange(len(idx))
+    stamp[idx] = where
+    return bool((stamp[idx] != where).any())
+
+
 class SlotPool:
     """A free list of ``size`` slots over a data tensor on ``device``; ``host`` pools are the CPU tier."""
 
@@ -104,7 +133,10 @@ class SlotPool:
         if self.device is not _CPU and self.device.type != "cpu":  # a CPU pool's tensor: on first use (__getattr__)
             self._make_data()
         self.free_slots: deque[int] = deque(range(size))
-        self._free_count = [1] * size
+        # a slot's occurrences in the free list (0: allocated); a numpy array in a big pool (see _BIG)
+        self._free_count: list[int] | np.ndarray = np.ones(size, dtype=np.int64) if size >= _BIG else [1] * size
+        self._repeats = False
+        self._stamp: np.ndarray | None = None  # a big pool's scratch for _has_repeats
         self.double_frees: list[DoubleFree] = []
         self.num_allocs = 0
         # called as observer(pool_name, "alloc" | "free" | "double_free" | "alloc_fail", slots)
@@ -116,7 +148,10 @@ class SlotPool:
         self._staging: torch.Tensor | None = None
 
     def _make_data(self) -> None:
-        self.data = torch.zeros(self.size, dtype=torch.int64, device=self.device)
+        if self.device is _CPU and not self._pin:  # numpy's zeros are pages zeroed when first touched: a big pool
+            self.data = torch.from_numpy(np.zeros(self.size, dtype=np.int64))  # costs what it uses
+        else:
+            self.data = torch.zeros(self.size, dtype=torch.int64, device=self.device)
         if self._pin:
             self.data = self.data.pin_memory()
         self.rebind_view()
@@ -138,13 +173,19 @@ class SlotPool:
                 self.observer(self.name, "alloc_fail", (n,))
             return None
         pop = self.free_slots.popleft
+        counts = self._free_count
         if n == 1:  # a Mamba state, most allocations
             s = pop()
-            self._free_count[s] -= 1
+            counts[s] -= 1
             out = [s]
         else:
             out = list(starmap(pop, repeat((), n)))  # n pops at C speed
-            _shift(self._free_count, out, _MINUS_ONE)
+            if counts.__class__ is list:
+                _shift(counts, out, _MINUS_ONE)
+            elif self._repeats:
+                np.subtract.at(counts, out, 1)
+            else:  # no slot is in the free list twice, so none is popped twice
+                counts[_idx(out)] -= 1
         self.num_allocs += 1
         if self.observer is not None:
             self.observer(self.name, "alloc", tuple(out))
@@ -153,25 +194,50 @@ class SlotPool:
     def free(self, slots: Iterable[int]) -> int:
         slots = list(slots)
         counts = self._free_count
-        dup = tuple(compress(slots, map(counts.__getitem__, slots)))  # already free (counts are never negative)
+        if counts.__class__ is list or len(slots) < _MANY:
+            dup = tuple(compress(slots, map(counts.__getitem__, slots)))  # already free (counts are never negative)
+            if len(slots) == 1:
+                counts[slots[0]] += 1
+            elif counts.__class__ is list:
+                _shift(counts, slots, _PLUS_ONE)
+            else:
+                for s in slots:
+                    counts[s] += 1
+            if counts.__class__ is not list and (dup or len(set(slots)) < len(slots)):
+                self._repeats = True
+        else:  # a big pool, many slots: in C
+            idx = _idx(slots)
+            before = counts[idx]
+            nz = np.flatnonzero(before)
+            dup = tuple(idx[nz].tolist()) if nz.size else ()
+            if self._stamp is None:
+                self._stamp = np.zeros(self.size, dtype=np.int64)
+            if dup or self._repeats or _has_repeats(idx, self._stamp):
+                self._repeats = True
+                np.add.at(counts, idx, 1)
+            else:
+                counts[idx] = before + 1
         if dup:
             self.double_frees.append(DoubleFree(self.name, dup, self.stack_fn()))
             if self.observer is not None:
                 self.observer(self.name, "double_free", dup)
-        if len(slots) == 1:
-            counts[slots[0]] += 1
-        else:
-            _shift(counts, slots, _PLUS_ONE)
         self.free_slots.extend(slots)
         if self.observer is not None:
             self.observer(self.name, "free", tuple(slots))
         return len(slots)
 
     def is_free(self, slot: int) -> bool:
-        return self._free_count[slot] > 0
+        return bool(self._free_count[slot] > 0)
 
     def used_slots(self) -> set[int]:
-        return {s for s in range(self.size) if self._free_count[s] == 0}
+        return set(self._in_use())
+
+    def _in_use(self) -> list[int]:
+        """The allocated slots (free count 0), in increasing order."""
+        counts = self._free_count
+        if counts.__class__ is list:
+            return list(compress(range(self.size), map(not_, counts)))
+        return np.flatnonzero(counts == 0).tolist()
 
     def rebind_view(self) -> None:
         """Point the numpy view at ``self.data`` (call after replacing ``data``, e.g. a checkpoint's clone)."""
@@ -186,13 +252,17 @@ class SlotPool:
         if st is None or self.host:
             self.flush()  # a pending backup into this pool lands first, as it would have without streams
             if self._np is not None:  # a numpy view: small writes skip torch's per-call cost
-                self._np[list(slots)] = list(values)
+                self._np[_idx(slots)] = values if values.__class__ is np.ndarray else list(values)
                 return
+            if values.__class__ is np.ndarray:
+                values = values.tolist()
             slots, values = _last_writes(slots, values)  # a device pool without streams: an index write too
             idx = torch.tensor(list(slots), dtype=torch.int64, device=self.device)
             self.data[idx] = torch.tensor(list(values), dtype=torch.int64, device=self.device)
             return
         self._wait_for_readers()
+        if values.__class__ is np.ndarray:
+            values = values.tolist()
         slots, values = _last_writes(slots, values)
         st.launch(st.default, _put, self.data, st.upload(list(slots), st.default),
                   st.upload(list(values), st.default))
@@ -204,7 +274,7 @@ class SlotPool:
         if st is None or self.host:
             self.flush()
             if self._np is not None:
-                return self._np[list(slots)].tolist()
+                return self._np[_idx(slots)].tolist()
             return self.data[torch.tensor(list(slots), dtype=torch.int64, device=self.device)].tolist()
         return st.to_host(st.default, _take, self.data, st.upload(list(slots), st.default)).tolist()
 
@@ -235,15 +305,42 @@ class SlotPool:
             st.wait(st.default, event)
         self.readers.clear()
 
-    def accounting(self, referenced: Iterable[int]) -> PoolAccounting:
-        refs = Counter(referenced)
-        in_use = self.used_slots()
-        free_cnt = Counter(self.free_slots)
+    def _accounting_in_c(self, referenced) -> PoolAccounting | None:
+        """``accounting`` of a big pool with numpy: how often each slot is referenced (``bincount``) against its free
+        count; None when a reference is not a slot of the pool (the general path then says what it says)."""
+        refs = np.fromiter(referenced, dtype=np.int64)
+        if len(refs) and (refs.min() < 0 or refs.max() >= self.size):
+            return None
+        held = np.bincount(refs, minlength=self.size)
+        counts = self._free_count
         return PoolAccounting(
-            leaked=tuple(sorted(in_use - set(refs))),
-            free_but_referenced=tuple(sorted(s for s in refs if self._free_count[s] > 0)),
-            duplicated_in_free_list=tuple(sorted(s for s, k in free_cnt.items() if k > 1)),
-            shared=tuple(sorted(s for s, k in refs.items() if k > 1)),
+            leaked=tuple(np.flatnonzero((counts == 0) & (held == 0)).tolist()),
+            free_but_referenced=tuple(np.flatnonzero((counts > 0) & (held > 0)).tolist()),
+            duplicated_in_free_list=tuple(np.flatnonzero(counts > 1).tolist()),
+            shared=tuple(np.flatnonzero(held > 1).tolist()),
+        )
+
+    def accounting(self, referenced: Iterable[int]) -> PoolAccounting:
+        counts = self._free_count
+        if counts.__class__ is not list:
+            referenced = referenced if referenced.__class__ is list else list(referenced)
+            got = self._accounting_in_c(referenced)
+            if got is not None:
+                return got
+        refs = Counter(referenced)
+        # a slot's free count is its number of occurrences in the free list: above 1, it is listed twice
+        if counts.__class__ is list:
+            free_refs = compress(refs, map(counts.__getitem__, refs))
+            repeated = compress(range(self.size), map((1).__lt__, counts))
+        else:
+            keys = np.fromiter(refs, dtype=np.int64, count=len(refs))
+            free_refs = keys[counts[keys] > 0].tolist() if len(keys) else ()
+            repeated = np.flatnonzero(counts > 1).tolist()
+        return PoolAccounting(
+            leaked=tuple(filterfalse(refs.__contains__, self._in_use())),
+            free_but_referenced=tuple(sorted(free_refs)),
+            duplicated_in_free_list=tuple(repeated),
+            shared=tuple(sorted(compress(refs, map((1).__lt__, refs.values())))),
         )
 
 
@@ -353,7 +450,7 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
     st = src.streams or dst.streams
     if st is None or stream is None:
         if src._np is not None and dst._np is not None:  # plain CPU pools: numpy views, no torch call
-            dst._np[list(dst_slots)] = src._np[list(src_slots)]
+            dst._np[_idx(dst_slots)] = src._np[_idx(src_slots)]
             return None
         dst_slots, src_slots = _last_writes(dst_slots, src_slots)
         s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)

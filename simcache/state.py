@@ -49,14 +49,25 @@ def _bit(v) -> int:
 
 
 def node_line(depth: int, n: TreeNode) -> str:
+    return _node_line(depth, n, format_key(n.key))
+
+
+def _node_line(depth: int, n: TreeNode, key: str) -> str:
     bad = any(v is not None and len(v) != len(n.key) for v in (n.value, n.host_value))
-    return (f"{depth} {format_key(n.key)} v={_bit(n.value)} h={_bit(n.host_value)} m={_bit(n.mamba_value)} "
+    return (f"{depth} {key} v={_bit(n.value)} h={_bit(n.host_value)} m={_bit(n.mamba_value)} "
             f"mh={_bit(n.mamba_host_value)} fl={n.full_lock_ref} ml={n.mamba_lock_ref} hr={n.host_ref_counter} "
             f"hmr={n.host_mamba_ref_counter}" + (" !len" if bad else ""))
 
 
 def _slots(v) -> str:
-    return "-" if v is None else ",".join(map(str, v))
+    if v is None:
+        return "-"
+    if v.__class__ is list and len(v) > 1 and set(map(type, v)) <= _INT:  # plain ints: their repr, in C
+        return str(v)[1:-1].replace(", ", ",")
+    return ",".join(map(str, v))
+
+
+_INT = {int}
 
 
 def tree_lines(cache) -> list[str]:
@@ -64,8 +75,23 @@ def tree_lines(cache) -> list[str]:
 
 
 def tree_slot_lines(cache) -> list[str]:
-    return [f"{d} {format_key(n.key)} v={_slots(n.value)} h={_slots(n.host_value)} m={_slots(n.mamba_value)} "
-            f"mh={_slots(n.mamba_host_value)}" for d, n in dfs(cache)]
+    return [_slot_line(d, n, format_key(n.key)) for d, n in dfs(cache)]
+
+
+def _slot_line(d: int, n: TreeNode, key: str) -> str:
+    return (f"{d} {key} v={_slots(n.value)} h={_slots(n.host_value)} m={_slots(n.mamba_value)} "
+            f"mh={_slots(n.mamba_host_value)}")
+
+
+def tree_and_slot_lines(cache) -> tuple[list[str], list[str]]:
+    """``(tree_lines(cache), tree_slot_lines(cache))`` in one walk, each key spelled once (long prompts make long
+    keys)."""
+    lines, slot_lines = [], []
+    for d, n in dfs(cache):
+        key = format_key(n.key)
+        lines.append(_node_line(d, n, key))
+        slot_lines.append(_slot_line(d, n, key))
+    return lines, slot_lines
 
 
 def tree_text(cache) -> str:

@@ -54,7 +54,7 @@ def _copy_node(x: TreeNode, memo: dict) -> TreeNode:
 def _copy_pool(x: SlotPool, memo: dict) -> SlotPool:
     y = memo[id(x)] = SlotPool.__new__(SlotPool)
     y.__dict__.update(x.__dict__)  # name, size, device, data (shared), counters, observer, stack_fn
-    y.free_slots, y._free_count, y.double_frees = deque(x.free_slots), x._free_count[:], x.double_frees[:]
+    y.free_slots, y._free_count, y.double_frees = deque(x.free_slots), x._free_count.copy(), x.double_frees[:]
     y.inflight, y.readers = x.inflight[:], x.readers[:]  # (empty without streams; never shared between copies)
     return y
 
