@@ -1,0 +1,150 @@
+"""Long prompts at C speed (#41): each fast path gives exactly what the plain one gives.
+
+A pool of at least ``pools._BIG`` slots keeps its free counts in numpy and moves many slots in one indexed update;
+``match_len`` finds the common prefix by slice compares; ``run_ops`` spells each key once. Each is compared here
+with the plain way on random inputs, double frees and slots listed twice included."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from simcache import pools as P
+from simcache.keys import match_len
+from simcache.ops_run import run_ops
+from simcache.state import tree_and_slot_lines, tree_lines, tree_slot_lines
+
+
+def _match_len_by_pages(a, b, page_size: int) -> int:
+    """The page-by-page compare ``match_len`` replaced (its exact behaviour, a list never equal to a tuple)."""
+    if page_size == 1:
+        i = 0
+        for x, y in zip(a, b):  # noqa: B905
+            if x != y:
+                break
+            i += 1
+        return i
+    n, i = min(len(a), len(b)), 0
+    while i < n and a[i : i + page_size] == b[i : i + page_size]:
+        i += page_size
+    return i
+
+
+def test_match_len_is_the_page_by_page_compare_on_random_keys():
+    rng = random.Random(7)
+    for _ in range(5_000):
+        ps = rng.choice([1, 1, 2, 3, 4, 16])
+        la, lb = rng.randrange(0, 80), rng.randrange(0, 80)
+        base = [rng.randrange(3) for _ in range(max(la, lb))]
+        a, b = base[:la], list(base[:lb])
+        if b and rng.random() < 0.7:
+            b[rng.randrange(len(b))] = rng.randrange(3)
+        for x, y in ((tuple(a), tuple(b)), (a, tuple(b)), (tuple(a), b), (a, b)):
+            assert match_len(x, y, ps) == _match_len_by_pages(x, y, ps), (x, y, ps)
+    long = tuple(range(5000))
+    assert match_len(long, long[:4321] + (-1,), 1) == 4321
+    assert match_len(long, long[:4321] + (-1,), 16) == 4320
+
+
+def _list_pool(size: int) -> P.SlotPool:
+    pool = P.SlotPool("device_kv", size)
+    pool._free_count = [1] * size  # the plain representation, whatever the size
+    return pool
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_big_pool_counts_exactly_as_a_list_of_counts_does(seed):
+    rng = random.Random(seed)
+    size = rng.choice([P._BIG, 3000])
+    big, plain = P.SlotPool("device_kv", size), _list_pool(size)
+    assert isinstance(big._free_count, np.ndarray) and isinstance(P.SlotPool("x", P._BIG - 1)._free_count, list)
+    held: list[list[int]] = []
+    for step in range(120):
+        r = rng.random()
+        if r < 0.45:
+            n = rng.choice([1, 2, 5, 40, 300, 1500])
+            got = big.alloc(n)
+            assert got == plain.alloc(n)
+            if got:
+                held.append(got)
+        elif r < 0.85 and held:
+            slots = held.pop(rng.randrange(len(held)))[: rng.randrange(1, 2000)]
+            if rng.random() < 0.2:
+                slots = slots + slots[: rng.randrange(len(slots))]  # listed twice in one free
+            if rng.random() < 0.1:
+                slots = slots + [rng.randrange(size)]  # perhaps already free
+            assert big.free(slots) == plain.free(slots)
+        else:  # frees of random slots: double frees, some of them many at once
+            slots = [rng.randrange(size) for _ in range(rng.choice([1, 3, 50]))]
+            big.free(slots)
+            plain.free(slots)
+        assert big._free_count.tolist() == plain._free_count, (seed, step)
+        assert list(big.free_slots) == list(plain.free_slots)
+        assert [d.slots for d in big.double_frees] == [d.slots for d in plain.double_frees]
+    refs = [s for h in held for s in h] + [rng.randrange(size) for _ in range(30)] + (held[0][:5] if held else [])
+    assert big.accounting(refs) == plain.accounting(refs)
+    for pool in (big, plain):  # a reference past the pool: the general path, which names no slot but fails alike
+        with pytest.raises(IndexError):
+            pool.accounting(refs + [size + 3])
+    assert big.used_slots() == plain.used_slots()
+    assert [big.is_free(s) for s in range(0, size, 5)] == [plain.is_free(s) for s in range(0, size, 5)]
+    assert seed != 0 or big._repeats  # the exact (np.add.at) path ran
+
+
+def test_a_big_pool_turns_to_exact_counting_once_a_slot_is_listed_twice():
+    pool = P.SlotPool("host_kv", P._BIG)
+    first = pool.alloc(100)
+    assert not pool._repeats and pool.free(first + first[:3]) == 103  # three slots listed twice in one free
+    assert pool._repeats and pool.double_frees == []
+    assert [pool._free_count[s] for s in first[:4]] == [2, 2, 2, 1]
+    assert pool.alloc(P._BIG + 3)[-3:] == first[:3]  # each repeat is handed out again, and counted down twice
+    assert pool._free_count.tolist() == [0] * P._BIG
+
+
+def test_the_old_accounting_and_the_new_agree_on_small_and_big_pools():
+    from collections import Counter
+
+    def by_counters(pool, referenced):  # the accounting before #41, over the free list itself
+        refs = Counter(referenced)
+        in_use = {s for s in range(pool.size) if pool._free_count[s] == 0}
+        free_cnt = Counter(pool.free_slots)
+        return P.PoolAccounting(
+            leaked=tuple(sorted(in_use - set(refs))),
+            free_but_referenced=tuple(sorted(s for s in refs if pool._free_count[s] > 0)),
+            duplicated_in_free_list=tuple(sorted(s for s, k in free_cnt.items() if k > 1)),
+            shared=tuple(sorted(s for s, k in refs.items() if k > 1)))
+
+    rng = random.Random(3)
+    for _ in range(60):
+        pool = P.SlotPool("h", rng.choice([5, 40, P._BIG]))
+        held = []
+        for _ in range(30):
+            if rng.random() < 0.5:
+                got = pool.alloc(rng.choice([1, 3, 30]))
+                if got:
+                    held.append(got)
+            elif held:
+                got = held.pop()
+                pool.free(got + got[:1] if rng.random() < 0.3 else got)
+        refs = [s for h in held for s in h] + [rng.randrange(pool.size) for _ in range(5)]
+        refs += [s for h in held[:1] for s in h]
+        assert pool.accounting(refs) == by_counters(pool, refs)
+        assert pool.accounting(iter(refs)) == by_counters(pool, refs)
+
+
+def test_run_ops_spells_the_tree_as_the_two_views_do():
+    from simcache.ops_run import check_doc, execute
+    from simcache.versions import preset
+
+    rng = random.Random(5)
+    ops = [{"op": "request", "tokens": [rng.randrange(1, 9) for _ in range(rng.randrange(2, 300))]}
+           for _ in range(40)]
+    doc = {"config": dict(policy="write_through", device_kv=P._BIG, host_kv=P._BIG, device_mamba=64,
+                          host_mamba=64), "ops": ops}
+    res = run_ops(doc)
+    cfg, checked = check_doc(doc)
+    cache = execute(cfg, [(None, op) for op in checked], preset("pre_fix"))["_cache"]
+    assert (res["tree"], res["tree_slots"]) == tree_and_slot_lines(cache) == (tree_lines(cache),
+                                                                               tree_slot_lines(cache))
+    assert len(res["tree"]) > 10
