@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from .. import versions
 from .fetch import VERSION, resolve
@@ -58,11 +57,12 @@ def parse_word(word: str) -> tuple[str | None, str | None]:
 
 
 def loaded_for(spec: str | None, version: str | None, target: Target = HI_MAMBA) -> Loaded:
-    """The load of ``target`` from the source the words name, made once per process."""
-    key = (target.name, None if spec is None else (spec if spec == "installed" else str(Path(spec).resolve())),
-           version)
+    """The load of ``target`` from the source the words name, made once per process and source (the source is
+    resolved each time: a changed cache folder, index or file is seen)."""
+    source = resolve(spec, version, target.files)
+    key = (target.name, str(source.root), source.label)
     if key not in _LOADS:
-        _LOADS[key] = load(resolve(spec, version, target.files), target)
+        _LOADS[key] = load(source, target)
     return _LOADS[key]
 
 
