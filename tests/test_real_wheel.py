@@ -8,6 +8,7 @@ import http.server
 import io
 import json
 import os
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -231,3 +232,26 @@ def test_the_list_of_stubs_of_a_made_up_tree(cache, capsys, tmp_path):
     assert doc["source"] == str(tree) and "sglang.srt.mem_cache.radix_cache" in doc["real"]
     assert "sglang.srt.made.up: Thing (placeholder)" in doc["stubs"]
     assert not list(Path(tree).rglob("__pycache__"))
+
+
+def test_the_installed_package_is_used_only_when_asked_for_by_name(cache, capsys, tmp_path, monkeypatch):
+    site = make_tree(tmp_path / "site")  # stands in for a site-packages folder with an installed sglang
+    (site / "sglang" / "__init__.py").write_text("raise RuntimeError('an installed package must not be imported')\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert main(["real", "--sglang", "installed", "--list-stubs"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"installed sglang at {site.resolve() / 'sglang'}: real modules ")
+    assert "sglang" not in sys.modules
+    assert sentence(capsys, "real", "crash_pr") == (
+        "simcache: say which SGLang code to run: --sglang PATH (or --sglang installed) or --sglang-version X.Y.Z")
+
+
+def test_an_installed_sglang_is_never_imported_when_a_path_is_named(cache, tmp_path, monkeypatch):
+    site = make_tree(tmp_path / "site")
+    (site / "sglang" / "__init__.py").write_text("raise RuntimeError('an installed package must not be imported')\n")
+    (site / "sglang" / "srt" / "made").mkdir()
+    (site / "sglang" / "srt" / "made" / "up.py").write_text("Thing = 'from the installed package'\n")
+    monkeypatch.syspath_prepend(str(site))
+    loaded = load(resolve(str(make_tree(tmp_path / "named")), None, HI_MAMBA.files), HI_MAMBA)
+    assert loaded.module("sglang.srt.made.up").Thing.__name__ == "Thing"  # a placeholder, not the installed text
+    assert all(str(p).startswith(str((tmp_path / "named").resolve())) for p in loaded.real.values())
