@@ -111,6 +111,10 @@ def test_real_prints_the_model_beside_the_real_code(real, capsys):
                                                                               PINNED_LABEL, [])
     assert list(doc["real"]) == [*FIELDS, "chain_lines", "source"]
     assert doc["real"]["chain_lines"][-1] == "hi_mamba_radix_cache.py:_evict_host_leaf:629"
+    assert doc["real"]["chain"] == ["evict", "_evict_device_leaf", "write_backup", "evict_host", "_evict_host_leaf"]
+    assert doc["real"]["double_frees"] == [dict(pool="device_kv", slots=[0, 1],
+                                                chain=["_evict_to_host", "_evict_device_leaf", "evict"])]
+    assert (doc["real"]["first_stale"], doc["real"]["stale_final"]) == (3, [])
     assert main(["real", "scenario_c", "--sglang-version", "0.5.17", "--preset", "main_2026_06"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["scenario_c: the model beside the real code", "  model: preset main_2026_06",
@@ -125,7 +129,7 @@ def test_real_prints_the_model_beside_the_real_code(real, capsys):
 def test_run_states_the_real_outcome_in_its_header(real, capsys):
     assert main(["run", "scenario_b", "--preset", "main_2026_06", "--against-real", "0.5.17"]) == 0
     assert capsys.readouterr().out.splitlines()[:2] == [
-        f"real code ({PINNED_LABEL}): AssertionError: parent does not have child key, 1 in _evict_host_leaf at op 5; "
+        f"real code, {PINNED_LABEL}: AssertionError: parent does not have child key, 1 in _evict_host_leaf at op 5; "
         f"the model agrees on every field",
         "scenario_b under main_2026_06  (schedule: A B mem*2 C mem2)"]
     assert main(["run", "scenario_c", "--preset", "main_2026_06", "--against-real", "0.5.17", "--json"]) == 0
@@ -148,7 +152,7 @@ def test_explore_confirms_or_prints_a_disagreement_never_hides_it(real, capsys):
     assert main(["explore", "scenario_c", "--preset", "main_2026_06", "--bound", "1", "--confirm-real",
                  "0.5.17"]) == 0
     out = capsys.readouterr().out.splitlines()
-    at = out.index(f"  on the real code ({PINNED_LABEL}):")
+    at = out.index(f"  on the real code, {PINNED_LABEL}:")
     assert out[at + 1:] == [
         "  DISAGREEMENT    first failure with AssertionError: non-leaf, node.id=# @ _evict_regular (pf R6 pf mem): the "
         "model says AssertionError: non-leaf, node.id=# @ _evict_regular; the real code says clean (not reproduced)"]

@@ -108,7 +108,7 @@ def cli_explore(a) -> int:
     else:
         print(summary(res, minimal))
         if confirmed is not None:
-            print(f"  on the real code ({confirmed['source']}):")
+            print(f"  on the real code, {confirmed['source']}:")
             print("\n".join(confirmed["lines"]) or "    no failure to replay")
         for k, v in out.get("written", {}).items():
             print(f"  wrote {k:9s} {v}")

@@ -106,7 +106,7 @@ def real_outcome_line(real: dict, model: dict, label: str) -> str:
     what = "clean" if real["outcome"] == "clean" else f"{real['outcome']} in {real['raised_in']} at op {real['step']}"
     differ = diff(model, real)
     agree = "the model agrees on every field" if not differ else f"the model differs on {', '.join(differ)}"
-    return f"real code ({label}): {what}; {agree}"
+    return f"real code, {label}: {what}; {agree}"
 
 
 def against_real(run, word: str) -> tuple[str, dict]:
