@@ -31,7 +31,7 @@ from .operations import (
     RAISED,
     Skip,
 )
-from .pools import kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
+from .pools import kv_fingerprint_array, kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
 from .requests import Request
 from .trace_hooks import SIMULATED_CODE
 
@@ -111,7 +111,7 @@ class Driver:
             raise Skip(NO_SLOTS)
         # the "model" computes KV for the new tokens and the Mamba states; each is a function of its prefix
         if kv_pool.keeps_data:  # (the explorer's machines keep none: nothing to compute)
-            fps = kv_fingerprints(tokens)
+            fps = kv_fingerprint_array(tokens)  # once per request, at C speed, for every write of the request
             kv_pool.write(new, fps[len(prefix) :])
             mamba_pool.write(m, [mamba_fingerprint_of(fps, len(tokens))])
             if trk is not None:

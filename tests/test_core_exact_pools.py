@@ -2,11 +2,13 @@
 frees, accounting, slot data and copies (plain and under the stream emulation) (mutation testing, issue 19)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from simcache.errors import ConfigError
 from simcache.pools import (
+    KV_START,
     DoubleFree,
     PendingCopy,
     PoolAccounting,
@@ -18,6 +20,8 @@ from simcache.pools import (
     _on,
     _span,
     copy_slots,
+    kv_extend,
+    kv_fingerprint_array,
     kv_fingerprints,
     mamba_fingerprint,
     mamba_fingerprint_of,
@@ -27,29 +31,37 @@ from simcache.streams import _CPU, POISON, EmulatedStreams
 M62 = (1 << 62) - 1
 
 
-def reference_kv(tokens):
-    """The KV fingerprint written out: token i folds ``t mod 2**32`` into the running hash, then adds ``i``."""
-    out, h = [], 0x9E3779B97F4A7C15
-    for i, t in enumerate(tokens):
-        h = ((h ^ (t % 2**32)) * 0x100000001B3 + i) % 2**62
+def reference_kv(tokens, h=0x2545F4914F6CDD1D):
+    """The KV fingerprint written out: a polynomial hash mod 2**62 over ``t mod 2**32`` (#41: numpy computes it as
+    one cumulative sum; here one token at a time)."""
+    out = []
+    for t in tokens:
+        h = (h * 0x9E3779B97F4A7C15 + t % 2**32 + 0x632BE59BD9B4E019) % 2**62
         out.append(h)
     return out
 
 
-def test_kv_fingerprints_fold_each_token_and_its_position_into_a_62_bit_hash():
-    tokens = [5, 2**32 + 5, -1, 0, 2**40 + 7, 12345]
+def test_kv_fingerprints_fold_each_token_into_a_62_bit_polynomial_hash_of_the_whole_prefix():
+    tokens = [5, 2**32 + 5, -1, 0, 2**40 + 7, 12345, 2**70 + 1]
     assert kv_fingerprints(tokens) == reference_kv(tokens)
-    first = (0x9E3779B97F4A7C15 ^ 5) * 0x100000001B3 % 2**62
+    first = (0x2545F4914F6CDD1D * 0x9E3779B97F4A7C15 + 5 + 0x632BE59BD9B4E019) % 2**62
     assert kv_fingerprints([5]) == [first]
-    # the token is taken mod 2**32 (5 and 2**32 + 5 fold in the same) but the position makes the two differ
-    assert kv_fingerprints([5, 5])[1] == ((first ^ 5) * 0x100000001B3 + 1) % 2**62
-    assert kv_fingerprints([5, 2**32 + 5]) == kv_fingerprints([5, 5])
+    # the token is taken mod 2**32 (5 and 2**32 + 5 fold in the same), but the prefix before it makes two 5s differ
+    assert kv_fingerprints([5, 5])[1] == (first * 0x9E3779B97F4A7C15 + 5 + 0x632BE59BD9B4E019) % 2**62
+    assert kv_fingerprints([5, 2**32 + 5]) == kv_fingerprints([5, 5]) and len(set(kv_fingerprints([5, 5]))) == 2
     assert all(0 <= h <= M62 for h in kv_fingerprints(tokens))
     # ``start`` drops the first fingerprints, each still a function of the whole prefix
     assert kv_fingerprints(tokens, 2) == reference_kv(tokens)[2:]
     assert kv_fingerprints(tokens, 1) == reference_kv(tokens)[1:]
     assert kv_fingerprints(tokens, 0) == reference_kv(tokens)
     assert kv_fingerprints([]) == [] and kv_fingerprints([1, 2], 2) == []
+    # a long prompt (numpy's cumulative sum) gives the token-by-token values, and continues from any prefix
+    long = [(i * 7919) % 100_003 for i in range(5000)]
+    assert kv_fingerprints(long) == reference_kv(long)
+    head, tail = kv_fingerprints(long[:1234]), kv_extend(reference_kv(long[:1234])[-1], long[1234:])
+    assert head + tail[0] == reference_kv(long) and tail[1] == reference_kv(long)[-1]
+    assert kv_extend(KV_START, long) == (reference_kv(long), reference_kv(long)[-1]) and kv_extend(9, []) == ([], 9)
+    assert isinstance(kv_fingerprint_array(long), np.ndarray) and kv_fingerprint_array(long).tolist() == head + tail[0]
 
 
 def test_the_mamba_fingerprint_follows_the_last_kv_fingerprint_and_the_length():

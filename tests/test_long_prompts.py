@@ -148,3 +148,51 @@ def test_run_ops_spells_the_tree_as_the_two_views_do():
     assert (res["tree"], res["tree_slots"]) == tree_and_slot_lines(cache) == (tree_lines(cache),
                                                                                tree_slot_lines(cache))
     assert len(res["tree"]) > 10
+
+
+def _wrong_backup_data(kind: str, right: list[int]) -> list[int]:
+    """What a faulty backup of node [3, 4] (under [1, 2]) could leave in its host slots."""
+    from simcache.pools import kv_fingerprints
+
+    return {"the sibling's KV": kv_fingerprints([1, 2, 5, 6], start=2),  # copied from the wrong device slots
+            "its tokens' KV without their prefix": kv_fingerprints([3, 4]),
+            "its KV one position later": kv_fingerprints([1, 2, 3, 4, 3, 4], start=4),
+            "its two slots swapped": right[::-1],
+            "a stale slot": [right[0], 0]}[kind]
+
+
+@pytest.mark.parametrize("kind", ["the sibling's KV", "its tokens' KV without their prefix",
+                                  "its KV one position later", "its two slots swapped", "a stale slot"])
+def test_a_backup_holding_the_wrong_data_is_caught_by_every_content_check(kind):
+    """The fingerprints are computed at C speed now (#41), still a function of the whole prefix: a host copy that
+    holds other data, even the same tokens' KV after another prefix, fails ``kv_content`` in the named check, the
+    one-pass check and the recorder's boundary check, and only there."""
+    from simcache.invariants import check_all, failing
+    from simcache.ops_run import check_doc, execute
+    from simcache.trace import Recorder
+    from simcache.versions import preset
+
+    doc = {"config": dict(policy="write_through", device_kv=32, host_kv=16, device_mamba=8, host_mamba=8),
+           "ops": [{"op": "request", "tokens": [1, 2, 3, 4]}, {"op": "request", "tokens": [1, 2, 5, 6]},
+                   {"op": "events"}, {"op": "events"}]}
+    seen = {}
+
+    def corrupt(i, cache, drv):
+        if i == 2:
+            node = cache.root_node.children[1].children[3]
+            assert node.key == (3, 4) and node.host_value is not None  # the backups are acknowledged: they hold the right data, then this one is damaged
+            right = cache.pools.host_kv.read(node.host_value)
+            seen["before"] = (check_all(cache, drv.live.values())["kv_content"], failing(cache, drv.live.values()))
+            wrong = _wrong_backup_data(kind, right)
+            assert wrong != right
+            cache.pools.host_kv.write(node.host_value, wrong)
+            seen["after"] = (check_all(cache, drv.live.values())["kv_content"], failing(cache, drv.live.values()))
+
+    cfg, ops = check_doc(doc)
+    rec = Recorder(snapshots=False)
+    res = execute(cfg, [(None, op) for op in ops], preset("followup_fix"), recorder=rec, on_step=corrupt)
+    assert res["outcome"] == "clean"
+    assert seen["before"] == (None, set())
+    assert seen["after"] == ("node 7 [3,4]: host KV does not hold what was written for its prefix", {"kv_content"})
+    assert [(v.op, v.invariant, v.message) for v in rec.violations] == [
+        (3, "kv_content", "node 7 [3,4]: host KV does not hold what was written for its prefix")]

@@ -27,7 +27,7 @@ from .named import (
     size_counters,
     tier_monotonicity,
 )
-from .one_pass import _H0, _M, _MUL, _attached_nodes, _data_differs, failing
+from .one_pass import _H0, _M, _attached_nodes, _data_differs, failing
 from .tracked import _HOSTED, _MOVED, _POOL_NAMES, _REKIDS, _STRUCTURE, _TOUCHED, _UNTRACKED, _VALUED, TrackedNode
 
 __all__ = ["BOUNDARY_ONLY", "INVARIANTS", "BoundaryCheck", "TrackedNode", "check_all", "failing", "attachment",

@@ -3,8 +3,9 @@ of every invariant, and the pools' owned and loose slots (``BoundaryState``; the
 from __future__ import annotations
 
 from ..node import TreeNode
+from ..pools import kv_extend
 from ..state import held_by
-from .one_pass import _H0, _M, _MUL
+from .one_pass import _H0, _M
 from .tracked import _MOVED, _POOL_NAMES, _REKIDS, TrackedNode
 
 
@@ -121,11 +122,8 @@ class BoundaryState:
         key = c.key
         if old is not None and old[0] is c and old[3] is key and old[1] == h and old[2] == start:
             return old
-        want, hc, i = [], h, start
-        for t in key:
-            hc = ((hc ^ (int(t) & 0xFFFFFFFF)) * _MUL + i) & _M
-            want.append(hc)
-            i += 1
+        want, hc = kv_extend(h, key)
+        i = start + len(key)
         f = self.fp[id(c)] = (c, h, start, key, hc, i, want, ((hc if i else 0) * 31 + i + 7) & _M)
         return f
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 from itertools import compress
 from operator import itemgetter, not_
 
+from ..pools import KV_START, kv_extend
 from ..state import held_by, referenced_slots
 
-_H0, _MUL = 0x9E3779B97F4A7C15, 0x100000001B3
+_H0 = KV_START  # the fingerprint state before the first token
 _M = (1 << 62) - 1
 
 
@@ -14,8 +15,8 @@ def _attached_nodes(cache, memo: dict) -> list:
     """(node, its key's KV fingerprints, its prefix's Mamba fingerprint) for every attached node, any order.
 
     Fingerprints follow ``pools.kv_fingerprints`` (a rolling hash over the whole prefix), carried down the tree
-    instead of recomputed from the root for every node, and kept in ``memo`` while a node's key and parent prefix
-    stay the same."""
+    (``kv_extend`` continues a parent's last fingerprint over the child's key) instead of recomputed from the root
+    for every node, and kept in ``memo`` while a node's key and parent prefix stay the same."""
     root, child_key = cache.root_node, cache.child_key
     out, stack = [], [(root, _H0, 0)]
     while stack:
@@ -25,11 +26,8 @@ def _attached_nodes(cache, memo: dict) -> list:
             if c.parent is n and len(key) > 0 and child_key(key) == k:
                 m = memo.get(id(c))
                 if m is None or m[0] is not c or m[1] is not key or m[2] != h or m[3] != start:
-                    want, hc, i = [], h, start
-                    for t in key:
-                        hc = ((hc ^ (int(t) & 0xFFFFFFFF)) * _MUL + i) & _M
-                        want.append(hc)
-                        i += 1
+                    want, hc = kv_extend(h, key)
+                    i = start + len(key)
                     m = memo[id(c)] = (c, key, h, start, want, hc, i, ((hc if i else 0) * 31 + i + 7) & _M)
                 out.append((c, m[4], m[7]))
                 stack.append((c, m[5], m[6]))
