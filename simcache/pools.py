@@ -151,11 +151,15 @@ _BIG = 2048
 _MANY = 32  # below this many slots, one at a time even in a big pool
 
 
-def _idx(slots) -> np.ndarray:
+def _idx(slots, pool: SlotPool | None = None) -> np.ndarray:
     """Slots as an index array (``np.fromiter`` reads a list of ints several times faster than numpy's indexing
-    converts one)."""
+    converts one); the list ``pool`` last allocated is already one."""
     if slots.__class__ is np.ndarray:
         return slots
+    if pool is not None:
+        recent = pool._recent
+        if slots is recent[0] and len(slots) == len(recent[1]):
+            return recent[1]
     if isinstance(slots, torch.Tensor):
         return slots.numpy()
     return np.fromiter(slots, dtype=np.int64, count=len(slots))
@@ -187,6 +191,7 @@ class SlotPool:
         self._free_count: list[int] | np.ndarray = np.ones(size, dtype=np.int64) if size >= _BIG else [1] * size
         self._repeats = False
         self._stamp: np.ndarray | None = None  # a big pool's scratch for _has_repeats
+        self._recent: tuple = (None, None)  # a big pool's last allocation: (the list handed out, its index array)
         self.double_frees: list[DoubleFree] = []
         self.num_allocs = 0
         # called as observer(pool_name, "alloc" | "free" | "double_free" | "alloc_fail", slots)
@@ -228,14 +233,17 @@ class SlotPool:
             s = pop()
             counts[s] -= 1
             out = [s]
-        else:
+        elif counts.__class__ is list:
             out = list(starmap(pop, repeat((), n)))  # n pops at C speed
-            if counts.__class__ is list:
-                _shift(counts, out, _MINUS_ONE)
-            elif self._repeats:
-                np.subtract.at(counts, out, 1)
+            _shift(counts, out, _MINUS_ONE)
+        else:
+            out = list(starmap(pop, repeat((), n)))
+            idx = np.fromiter(out, dtype=np.int64, count=n)
+            if self._repeats:
+                np.subtract.at(counts, idx, 1)
             else:  # no slot is in the free list twice, so none is popped twice
-                counts[_idx(out)] -= 1
+                counts[idx] -= 1
+            self._recent = (out, idx)  # the write of the new slots that usually follows indexes with it
         self.num_allocs += 1
         if self.observer is not None:
             self.observer(self.name, "alloc", tuple(out))
@@ -302,7 +310,7 @@ class SlotPool:
         if st is None or self.host:
             self.flush()  # a pending backup into this pool lands first, as it would have without streams
             if self._np is not None:  # a numpy view: small writes skip torch's per-call cost
-                self._np[_idx(slots)] = values if values.__class__ is np.ndarray else list(values)
+                self._np[_idx(slots, self)] = values if values.__class__ is np.ndarray else list(values)
                 return
             if values.__class__ is np.ndarray:
                 values = values.tolist()
@@ -500,7 +508,7 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
     st = src.streams or dst.streams
     if st is None or stream is None:
         if src._np is not None and dst._np is not None:  # plain CPU pools: numpy views, no torch call
-            dst._np[_idx(dst_slots)] = src._np[_idx(src_slots)]
+            dst._np[_idx(dst_slots, dst)] = src._np[_idx(src_slots, src)]
             return None
         dst_slots, src_slots = _last_writes(dst_slots, src_slots)
         s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)
