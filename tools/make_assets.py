@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -94,10 +95,224 @@ def make_storyboard() -> tuple[list[str], str]:
     return sorted(f"storyboard/{n}" for n in files), digest
 
 
+# --- pages and screenshots: Debian chromium through Playwright ---------------------------------------------------
+@contextmanager
+def _browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"make_assets: {CHROMIUM} is missing: apt-get install -y chromium (scripts/setup.sh does it)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _page(browser, width: int = 1600, height: int = 1000):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(120_000)
+    page.route("**/*", lambda route: route.abort() if not route.request.url.startswith(("file:", "http://127.0.0.1"))
+               else route.continue_())  # offline: a page that reaches out shows it
+    return page
+
+
+# the example export page: the page itself is the asset, its bytes its digest
+EXPORT = dict(scenario="scenario_d", preset="pre_fix")
+
+
+def export_page() -> bytes:
+    from simcache.export import export_html
+    from simcache.simulate import simulate
+
+    with tempfile.TemporaryDirectory() as d:
+        return export_html(simulate(EXPORT["scenario"], EXPORT["preset"]), Path(d) / "page.html").read_bytes()
+
+
+def make_export() -> tuple[list[str], str]:
+    data = export_page()
+    (ASSETS / "export-scenario_d.html").write_bytes(data)
+    return ["export-scenario_d.html"], hashlib.sha256(data).hexdigest()
+
+
+# the compare page at the first divergence: drawn from the page's bytes, after its "divergence" button
+COMPARE = dict(scenario="crash_pr", presets=["pre_fix", "described_fix"], click="#btn-divergence")
+
+
+def compare_page() -> bytes:
+    from simcache.export import export_html
+    from simcache.simulate import simulate
+
+    a, b = (simulate(COMPARE["scenario"], p) for p in COMPARE["presets"])
+    with tempfile.TemporaryDirectory() as d:
+        return export_html(a, Path(d) / "page.html", compare=b).read_bytes()
+
+
+def make_compare() -> tuple[list[str], str]:
+    data = compare_page()
+    with tempfile.TemporaryDirectory() as d, _browser() as browser:
+        path = Path(d) / "compare.html"
+        path.write_bytes(data)
+        page = _page(browser)
+        page.goto(path.as_uri())
+        page.click(COMPARE["click"])
+        page.locator("#run0.diverged").wait_for()
+        page.wait_for_timeout(500)  # the frame's layout settles
+        page.screenshot(path=str(ASSETS / "compare-divergence.png"))
+    return ["compare-divergence.png"], hashlib.sha256(data).hexdigest()
+
+
+# a game level, solved: the levels page's bytes and the moves clicked
+GAME = dict(level=2, moves=["mem", "l3", "mem"])
+
+
+def game_html() -> bytes:
+    from simcache.game_map import game_page
+
+    with tempfile.TemporaryDirectory() as d:
+        return game_page(Path(d) / "game.html", [GAME["level"]]).read_bytes()
+
+
+def make_game() -> tuple[list[str], str]:
+    data = game_html()
+    with tempfile.TemporaryDirectory() as d, _browser() as browser:
+        path = Path(d) / "game.html"
+        path.write_bytes(data)
+        page = _page(browser, 1300, 950)
+        page.goto(path.as_uri())
+        page.locator("body[data-ready='1']").wait_for()
+        for actor in GAME["moves"]:
+            page.click(f"#actor-{actor}")
+        page.locator("#status", has_text="reach the assertion").wait_for()
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(ASSETS / "game-level-2.png"), full_page=True)
+    return ["game-level-2.png"], _sha({"page": hashlib.sha256(data).hexdigest(), "moves": GAME["moves"]})
+
+
+# the player in JupyterLab at the went-stale moment: drawn from its widgets' values there
+PLAYER = dict(scenario="crash_pr", preset="pre_fix", jump="went-stale")
+PLAYER_CELL = f"""from simcache import simulate
+from simcache.player import Player
+player = Player(simulate({PLAYER["scenario"]!r}, {PLAYER["preset"]!r}))
+player.model.jump({PLAYER["jump"]!r})
+player.refresh()
+player"""
+
+
+def player_values() -> str:
+    """The digest of every widget value the player shows at the moment (caption, tree, code pane, panels ...)."""
+    from simcache.player import Player
+    from simcache.simulate import simulate
+
+    player = Player(simulate(PLAYER["scenario"], PLAYER["preset"]))
+    player.model.jump(PLAYER["jump"])
+    player.refresh()
+    values = []
+
+    def walk(w) -> None:
+        v = getattr(w, "value", None)
+        if isinstance(v, (str, int, float)):  # a side's CSS token counts the players made in this process
+            values.append([type(w).__name__, getattr(w, "description", ""),
+                           re.sub(r"\bsc-t\d+\b", "sc-t", v) if isinstance(v, str) else v])
+        for child in getattr(w, "children", ()):
+            walk(child)
+
+    walk(player.widget)
+    return _sha(values)
+
+
+def _lab(work: Path, logs: Path):
+    """A JupyterLab on 127.0.0.1 serving ``work``: (process, url); its whole process group is the caller's to stop."""
+    import os
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    config = logs / "config"
+    for rel, data in ((Path("labconfig") / "page_config.json",
+                       {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}),
+                      (Path("lab/user-settings/@jupyterlab/notebook-extension/tracker.jupyterlab-settings"),
+                       {"windowingMode": "none"})):
+        (config / rel).parent.mkdir(parents=True, exist_ok=True)
+        (config / rel).write_text(json.dumps(data))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(logs / "runtime"),
+               JUPYTER_PLATFORM_DIRS="1")
+    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           "--ServerApp.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
+           f"--ServerApp.root_dir={work}"] + (["--allow-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=open(logs / "jupyter.log", "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 180
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"make_assets: JupyterLab did not start: {(logs / 'jupyter.log').read_text()[-1500:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/status", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+
+
+KERNEL_READY = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+}"""
+
+
+def make_player() -> tuple[list[str], str]:
+    import os
+    import signal
+
+    import nbformat
+
+    with tempfile.TemporaryDirectory() as d:
+        work, logs = Path(d) / "work", Path(d) / "logs"
+        work.mkdir()
+        logs.mkdir()
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PLAYER_CELL)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, work / "player.ipynb")
+        proc, url = _lab(work, logs)
+        try:
+            with _browser() as browser:
+                page = _page(browser, 1800, 1400)
+                page.set_default_timeout(300_000)
+                page.goto(f"{url}/lab/tree/player.ipynb")
+                page.wait_for_function(KERNEL_READY)
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+                jump = page.get_by_role("button", name="jump ▶", exact=True).first
+                jump.wait_for()
+                player = page.locator(".widget-vbox", has=jump).first
+                player.locator("svg g.went-stale").first.wait_for()
+                page.evaluate("window.jupyterapp.commands.execute('application:toggle-left-area')")
+                page.mouse.move(0, 0)
+                page.wait_for_timeout(1500)
+                player.screenshot(path=str(ASSETS / "player-went-stale.png"))
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(20)
+    return ["player-went-stale.png"], player_values()
+
+
 # name -> (what it shows, its inputs, how it is made, how its digest is recomputed quickly)
 REGISTRY = {
     "storyboard": ("crash_pr's key moments under pre_fix and described_fix, and the GIF of its stale window",
                    STORYBOARD, make_storyboard, lambda: storyboard_files(fast=True)[1]),
+    "player": ("the ipywidgets player in JupyterLab at the moment node #8 goes stale (crash_pr, pre_fix)",
+               PLAYER, make_player, player_values),
+    "compare": ("the exported side-by-side page (crash_pr, pre_fix | described_fix) at the first divergence",
+                COMPARE, make_compare, lambda: hashlib.sha256(compare_page()).hexdigest()),
+    "game": ("be the scheduler: level 2 solved on the offline levels page", GAME, make_game,
+             lambda: _sha({"page": hashlib.sha256(game_html()).hexdigest(), "moves": GAME["moves"]})),
+    "export": ("an exported page to open in a browser: scenario_d under pre_fix (no network, no Jupyter)", EXPORT,
+               make_export, lambda: hashlib.sha256(export_page()).hexdigest()),
 }
 
 
@@ -105,29 +320,67 @@ def read_manifest() -> dict:
     return json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
 
 
+def _fresh(*args: str) -> str:
+    """Run this tool in a fresh process (``args``) and return its stdout. Each asset is made, and each digest
+    computed, in a process of its own: a page's SVGs come from a process-wide cache, and a tree the player drew
+    first in one batch of Graphviz keeps ids another process would not give it (``render.svg.render_many``)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args], capture_output=True, text=True,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"make_assets {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def digests(names: list[str]) -> dict[str, str]:
+    """Each asset's source digest, computed by the current code in one fresh process (the SVG cache emptied before
+    each, so no asset's digest depends on what was drawn before it)."""
+    return json.loads(_fresh("--digest", *names).strip().splitlines()[-1])
+
+
+def _digests_here(names: list[str]) -> dict[str, str]:
+    from simcache.render.svg import SVG_CACHE
+
+    out = {}
+    for n in names:
+        SVG_CACHE.data.clear()
+        out[n] = REGISTRY[n][3]()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help=f"assets to make (default: all of {', '.join(REGISTRY)})")
     ap.add_argument("--check", action="store_true", help="recompute each source digest and compare; write nothing")
+    ap.add_argument("--digest", nargs="+", metavar="NAME", help=argparse.SUPPRESS)  # digests, in this process
+    ap.add_argument("--one", metavar="NAME", help=argparse.SUPPRESS)  # make one asset in this process: JSON entry
     a = ap.parse_args(argv)
-    unknown = [n for n in a.names if n not in REGISTRY]
+    unknown = [n for n in [*a.names, *(a.digest or ()), *filter(None, (a.one,))] if n not in REGISTRY]
     if unknown:
         print(f"make_assets: unknown asset {', '.join(unknown)}; choose from {', '.join(REGISTRY)}", file=sys.stderr)
         return 2
+    if a.digest:
+        print(json.dumps(_digests_here(a.digest)))
+        return 0
+    if a.one:
+        what, inputs, make, _ = REGISTRY[a.one]
+        files, source = make()
+        print(json.dumps(dict(shows=what, inputs=inputs, files=files, source_sha256=source,
+                              command=f"{COMMAND} {a.one}")))
+        return 0
     manifest = read_manifest()
     names = a.names or list(REGISTRY)
     if a.check:
-        stale = [n for n in names if manifest.get(n, {}).get("source_sha256") != REGISTRY[n][3]()]
+        now = digests(names)
+        stale = [n for n in names if manifest.get(n, {}).get("source_sha256") != now[n]]
         for n in stale:
             print(f"assets/{n} is out of date: run {COMMAND} {n}", file=sys.stderr)
         return 1 if stale else 0
     ASSETS.mkdir(exist_ok=True)
     for n in names:
-        what, inputs, make, _ = REGISTRY[n]
-        files, digest = make()
-        manifest[n] = dict(shows=what, inputs=inputs, files=files, source_sha256=digest,
-                           command=f"{COMMAND} {n}")
-        print(f"assets/{n}: {len(files)} file(s)")
+        manifest[n] = json.loads(_fresh("--one", n).strip().splitlines()[-1])
+        print(f"assets/{n}: {len(manifest[n]['files'])} file(s)")
     with tempfile.NamedTemporaryFile("w", dir=ASSETS, delete=False, suffix=".json") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")
