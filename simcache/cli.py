@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from .cli_numbers import LIMITS, MAX_JOBS, MAX_WORKLOAD_TURNS, UsageError, decimal, whole  # noqa: F401 -- re-exported
 from .cli_numbers import jobs as parse_jobs
-from .errors import SimcacheError, shown
+from .errors import OutputError, SimcacheError, shown
 from .transcript import damage_lines, transcript
 from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
 from .workload import WorkloadSpec
@@ -218,9 +218,14 @@ def _export_game(a) -> int:
         raise UsageError(f"--game writes the levels page from the gallery; drop {', '.join(others)}")
     try:
         numbers = parse_levels(None if a.game == "all" else a.game)
-        print(f"[export] precomputing level(s) {', '.join(map(str, numbers))}", file=sys.stderr)
+        from .progress import QuietStream
+
+        note = QuietStream()  # notes on stderr; a closed or full stderr never costs the page
+        print(f"[export] precomputing level(s) {', '.join(map(str, numbers))}", file=note)
         path = game_page("game.html" if a.output is None else a.output, numbers,
-                         say=lambda text: print(f"[export] {text}", file=sys.stderr, flush=True))
+                         say=lambda text: print(f"[export] {text}", file=note, flush=True))
+    except OutputError:  # stdout (-o -) full or closed: exit status 1, not a usage error
+        raise
     except SimcacheError as e:
         raise UsageError(str(e)) from None
     if str(path) != "-":
@@ -332,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the operations' footprints plus state caching: the same outcomes, end states and damage "
                         "with fewer runs")
     x.add_argument("--seed", default="0", help="seed of the random and pct strategies")
-    x.add_argument("--budget", default=None, help="most schedules to run (at most 10,000,000)")
+    x.add_argument("--budget", default=None, help="most schedules to run (default 1000 for random and pct, "
+                                                  "1,000,000 for exhaustive; at most 10,000,000)")
     x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")
     x.add_argument("--out", help="folder for the schedule, shrunk scenario, JSON trace and pytest file")
     x.add_argument("--jobs", default="1", help=f"worker processes, or auto for one per usable core (at most "
@@ -390,6 +396,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc = a.fn(a)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return rc
+    except OutputError as e:  # the page or result could not go to stdout (-o -): as for print's output below
+        _drop_stdout()
+        if e.errno == errno.EPIPE:  # the reader went away (``| head``): not an error of ours, say nothing
+            return 0
+        _say(one_line(str(e)))
+        return 1
     except SimcacheError as e:
         msg = one_line(str(e))
         _say(f"{msg[0].lower() + msg[1:] if msg else 'bad input'}")
@@ -415,6 +427,8 @@ def one_line(text: str, word: int = 200) -> str:
 
 
 def _say(sentence: str) -> None:
+    if sys.stderr is None:  # started with stderr closed: print(file=None) would write to stdout
+        return
     try:
         print(f"simcache: {sentence}", file=sys.stderr)
     except (OSError, ValueError, AttributeError):

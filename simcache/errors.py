@@ -32,6 +32,14 @@ class FileError(SimcacheError):
     """A path that cannot be read or written as asked (a folder, a device, a missing folder, a full disk)."""
 
 
+class OutputError(FileError):
+    """Standard output could not be written (full, closed): the command line exits 1, as for its own output."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
 class UnreadableFile(FileError, ScenarioError):
     """A scenario file that cannot be read: missing, not a regular file, too large."""
 

@@ -278,12 +278,14 @@ def export_html(run, path, compare=None, progress: bool | None = None, tour=None
         raise ConfigError("this run has no micro-steps to export; give it at least one operation")
     if any(not r.trace.snapshots for r in (run, compare) if r is not None):
         raise ConfigError("this run was simulated without snapshots; simulate(..., snapshots=True) to export it")
-    from .errors import FileError
+    from .errors import FileError, OutputError
     from .safe_io import check_file, write_file
 
     try:
         check_file(path)  # before the (slow) rendering, so a bad path fails at once
         text = render_page(run, compare, progress, tour, header_note)
         return write_file(path, text)  # replaces only a regular file, atomically; streams to a device or a pipe
+    except OutputError:  # stdout (-o -) full or closed: the command line exits 1 for it
+        raise
     except FileError as e:
         raise ConfigError(str(e)) from None

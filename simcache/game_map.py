@@ -230,11 +230,13 @@ def render_game(numbers: list[int], limit: int = DEFAULT_LIMIT, say=None) -> str
 
 def game_page(path, numbers: list[int], limit: int = DEFAULT_LIMIT, say=None) -> Path:
     """Write the game page for levels ``numbers`` to ``path`` (safe_io's rules); returns the path."""
-    from .errors import FileError
+    from .errors import FileError, OutputError
     from .safe_io import check_file, write_file
 
     try:
         check_file(path)
         return write_file(path, render_game(numbers, limit, say))
+    except OutputError:  # stdout (-o -) full or closed: the command line exits 1 for it
+        raise
     except FileError as e:
         raise ConfigError(str(e)) from None

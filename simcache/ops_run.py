@@ -116,8 +116,10 @@ def _progress(total: int, asked: bool | None):
         return None
     from tqdm.auto import tqdm
 
+    from .progress import QuietStream
+
     return tqdm(total=total, unit="op", desc="simulating", disable=None if asked is None else False,
-                leave=False, mininterval=0.5)
+                leave=False, mininterval=0.5, file=QuietStream())  # a closed or full stderr never costs the run
 
 
 @fewer_collections()

@@ -10,6 +10,14 @@ import os
 import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+
+from .errors import SimcacheError
+
+
+class WorkerDied(SimcacheError):
+    """A worker process died under a search or a workload (the out-of-memory killer, a signal): nothing is written."""
 
 
 def quiet_worker() -> None:
@@ -49,3 +57,35 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
             proc.terminate()
         except (OSError, AttributeError):
             pass
+
+
+def _how(code: int) -> str:
+    if code == -signal.SIGKILL:
+        return "killed by SIGKILL, as the out-of-memory killer does"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def died(pool: ProcessPoolExecutor | None, what: str) -> WorkerDied:
+    """The sentence for a pool a worker broke by dying: which worker, how, and that ``what`` wrote nothing. The
+    pool terminates the other workers (SIGTERM) once one dies, so the one that died first is the one that did not
+    end by SIGTERM."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    dead = [(i, p) for i, p in enumerate(procs, 1) if p.exitcode is not None and p.exitcode != -signal.SIGTERM]
+    who = (f"worker process {dead[0][0]} of {len(procs)} (pid {dead[0][1].pid}) died ({_how(dead[0][1].exitcode)})"
+           if dead else "a worker process died")
+    return WorkerDied(f"{who}, so {what} stopped and nothing was written; run it again with fewer --jobs or on a "
+                      f"machine with more free memory")
+
+
+@contextmanager
+def worker_deaths(pool: ProcessPoolExecutor | None, what: str):
+    """Turn a pool broken by a dead worker into ``WorkerDied`` (one sentence), never a ``BrokenProcessPool``."""
+    try:
+        yield
+    except BrokenProcessPool:
+        raise died(pool, what) from None

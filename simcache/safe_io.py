@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import FileError, UnreadableFile
+from .errors import FileError, OutputError, UnreadableFile
 
 MAX_READ = 10_000_000  # bytes: a scenario file is a few KB; 10 MB is generous
 
@@ -39,6 +39,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def said(path: str | os.PathLike, limit: int = 80) -> str:
+    """``path`` as said back in a sentence: cut in the middle of a long name so the sentence stays readable."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:40]}...{text[-20:]} ({len(text):,} characters)"
+
+
 def _why(e: OSError) -> str:
     return e.strerror or str(e)
 
@@ -49,7 +55,23 @@ def _fix(e: OSError, default: str, place: str = "path") -> str:
         return f"free some space or choose another {place}"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"choose a {place} you can write to"
+    if e.errno == errno.ENAMETOOLONG:
+        return "give a shorter name"
     return default
+
+
+def probe(path: str | os.PathLike, what: str, follow: bool = True) -> os.stat_result | None:
+    """``path``'s stat (``lstat`` with ``follow=False``), None when nothing is there; any other failure (a name over
+    255 bytes, a symlink loop, a folder it may not search) is one sentence naming ``what``, never a traceback."""
+    try:
+        return os.stat(path) if follow else os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        fix = "give a shorter name" if e.errno == errno.ENAMETOOLONG else "choose another path"
+        raise FileError(f"cannot use {what} {said(path)}: {_why(e)}; {fix}") from None
+    except ValueError:  # a NUL byte in the name
+        raise FileError(f"{what} {str(path)!r} holds a NUL byte; give a plain path") from None
 
 
 def read_bytes(path: str | os.PathLike, limit: int = MAX_READ, what: str = "scenario file") -> bytes:
@@ -146,7 +168,7 @@ def _resolve(path: str | os.PathLike, what: str) -> tuple[Path, os.stat_result |
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise FileError(f"cannot write {target}: {_why(e)}; choose another path") from None
+        raise FileError(f"cannot write {said(target)}: {_why(e)}; {_fix(e, 'choose another path')}") from None
     if st is not None and stat.S_ISLNK(st.st_mode):
         real = Path(os.path.realpath(target))
         try:
@@ -173,7 +195,8 @@ def check_file(path: str | os.PathLike, what: str = "-o") -> None:
     if st is not None and not stat.S_ISREG(st.st_mode):
         return  # a device or a pipe: opened when written
     folder = target.parent
-    if not folder.is_dir():
+    where = probe(folder, what)
+    if where is None or not stat.S_ISDIR(where.st_mode):
         raise FileError(f"cannot write {path}: its folder {folder} does not exist; check that its folder exists "
                         f"and is writable")
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -190,7 +213,13 @@ def write_file(path: str | os.PathLike, content: str | bytes, what: str = "-o") 
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         except (OSError, ValueError, AttributeError) as e:
-            raise FileError(f"cannot write to standard output: {getattr(e, 'strerror', None) or e}") from None
+            why = getattr(e, "strerror", None) or str(e).rstrip(".")
+            fix = _fix(e, "run it with standard output open") if isinstance(e, OSError) else \
+                "run it with standard output open"
+            if fix.startswith("free some space"):
+                fix = "free some space"
+            raise OutputError(f"cannot write to standard output: {why}; {fix}, or write to a file with {what} FILE",
+                              getattr(e, "errno", None)) from None
         return Path("-")
     target, st = _resolve(path, what)
     try:
@@ -217,25 +246,26 @@ def check_folder(path: str | os.PathLike, names: list[str], what: str = "--out")
     if not str(path):
         raise FileError(f"{what} needs a folder name, like {what} build/explore")
     out = Path(path)
-    if os.path.islink(out) and not out.exists():
+    st, lst = probe(out, what), probe(out, what, follow=False)
+    if st is None and lst is not None:
         raise FileError(f"{what} {out} is a symlink to a missing folder; remove the link or choose another folder")
-    if out.exists():
-        if not out.is_dir():
-            kind = _kind(os.stat(out).st_mode) if not out.is_file() else "a file"
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            kind = _kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else "a file"
             raise FileError(f"{what} {out} is {kind}, not a folder; choose another folder")
         for name in names:
-            p = out / name
-            if p.is_dir() and not p.is_symlink():
+            inner = probe(out / name, what, follow=False)
+            if inner is not None and stat.S_ISDIR(inner.st_mode):
                 raise FileError(f"{out} holds a folder named {name} where a file goes; choose another {what}")
         if not os.access(out, os.W_OK | os.X_OK):
             raise FileError(f"cannot write into {what} {out}: Permission denied; choose another folder")
         return out
     parent = out.parent
-    while not parent.exists():
-        if os.path.islink(parent):
+    while (pst := probe(parent, what)) is None:
+        if probe(parent, what, follow=False) is not None:
             raise FileError(f"{what} {out} lies under a dangling symlink {parent}; choose another folder")
         parent = parent.parent
-    if not parent.is_dir():
+    if not stat.S_ISDIR(pst.st_mode):
         raise FileError(f"cannot create {what} {out}: {parent} is a file; choose another folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise FileError(f"cannot create {what} {out}: Permission denied in {parent}; choose another folder")

@@ -167,22 +167,46 @@ def crash_rates(presets: Sequence[str] = ("pre_fix", "merged_fix", "followup_fix
                 pressures: Sequence[float] = (0.5, 1, 2, 4, 8), n_streams: int = 50, seed: int = 0,
                 jobs: int = 1, spec: WorkloadSpec = WorkloadSpec(),
                 progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """One row per (preset, pressure): ``{preset, pressure, crash_rate, race_rate, damage_rate, runs, ...}``."""
-    bad = [p for p in presets if p not in PRESETS]
+    """One row per (preset, pressure): ``{preset, pressure, crash_rate, race_rate, damage_rate, runs, ...}``.
+    The command line's caps hold here too: at most 100,000 streams, 10,000 chat turns a stream, 64 jobs and
+    20,000,000 chat turns in all."""
+    from .cli_numbers import LIMITS, MAX_WORKLOAD_TURNS
+    from .errors import shown
+
+    for label, v in (("presets", presets), ("pressures", pressures)):
+        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+            raise WorkloadError(f"{label} must be a list, like {['pre_fix'] if label == 'presets' else [0.5, 1, 2]}, "
+                                f"not {shown(v, 40)}")
+    bad = [p for p in presets if not isinstance(p, str) or p not in PRESETS]
     if bad:
-        raise WorkloadError(f"unknown preset(s) {', '.join(bad)}; choose from {', '.join(PRESETS)}")
-    if not pressures or any(not isinstance(p, (int, float)) or not (1e-3 <= p <= 1e6) for p in pressures):
+        said = (p if isinstance(p, str) and p.isprintable() and len(p) <= 40 else shown(p, 40) for p in bad[:5])
+        raise WorkloadError(f"unknown preset(s) {', '.join(said)}; choose from "
+                            f"{', '.join(PRESETS)}")
+    if not pressures or any(not isinstance(p, (int, float)) or isinstance(p, bool) or not 1e-3 <= p <= 1e6
+                            for p in pressures):
         raise WorkloadError("pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "
                             "(working set / host KV slots)")
-    for label, v in (("n_streams", n_streams), ("jobs", jobs)):
-        if type(v) is not int or v < 1:
-            raise WorkloadError(f"{label} must be a whole number >= 1, not {v!r}")
+    if not isinstance(spec, WorkloadSpec):
+        raise WorkloadError(f"spec must be a WorkloadSpec, like WorkloadSpec(requests=32), not {shown(spec, 40)}")
+    for label, v, option in (("n_streams", n_streams, "streams"), ("jobs", jobs, "jobs"),
+                             ("spec.requests", spec.requests, "requests"), ("seed", seed, "seed")):
+        low, high = LIMITS[option]
+        if type(v) is not int or v < low:
+            raise WorkloadError(f"{label} must be a whole number >= {low:,}, not {shown(v, 40)}")
+        if v > high:
+            raise WorkloadError(f"{label} {v:,} is over the limit of {high:,}; give a smaller number")
+    turns = n_streams * spec.requests * len(presets) * len(pressures)
+    if turns > MAX_WORKLOAD_TURNS:
+        raise WorkloadError(f"this workload has {turns:,} chat turns (streams x requests x presets x pressures); keep "
+                            f"it under {MAX_WORKLOAD_TURNS:,}")
+    if progress is not None and not callable(progress):
+        raise WorkloadError(f"progress must be a function taking a dict, or None, not {shown(progress, 40)}")
     tasks = [(name, float(p), seed, i, spec) for name in presets for p in pressures for i in range(n_streams)]
     if jobs > 1:
-        from .pool import Pool, mp_context, quiet_worker, workers_for
+        from .pool import Pool, mp_context, quiet_worker, worker_deaths, workers_for
 
         with Pool(workers_for(jobs, len(tasks)), mp_context=mp_context(),
-                                 initializer=quiet_worker) as pool:
+                  initializer=quiet_worker) as pool, worker_deaths(pool, "the workload"):
             results = list(_tick(pool.map(run_stream, tasks, chunksize=max(1, len(tasks) // (8 * jobs))),
                                  len(tasks), progress))
     else:

@@ -264,10 +264,18 @@ class _Out:
 
 
 def test_standard_output_that_fails_is_one_sentence(monkeypatch):
+    from simcache.errors import OutputError
+
     monkeypatch.setattr(safe_io.sys, "stdout", _Out(OSError(errno.EPIPE, "Broken pipe")))
-    assert refused(FileError, write_file, "-", "x") == "cannot write to standard output: Broken pipe"
+    assert refused(OutputError, write_file, "-", "x") == ("cannot write to standard output: Broken pipe; run it with "
+                                                          "standard output open, or write to a file with -o FILE")
+    monkeypatch.setattr(safe_io.sys, "stdout", _Out(OSError(errno.ENOSPC, "No space left on device")))
+    assert refused(OutputError, write_file, "-", "x") == ("cannot write to standard output: No space left on device; "
+                                                          "free some space, or write to a file with -o FILE")
     monkeypatch.setattr(safe_io.sys, "stdout", _Out(ValueError("I/O operation on closed file.")))
-    assert refused(FileError, write_file, "-", "x") == "cannot write to standard output: I/O operation on closed file."
+    assert refused(OutputError, write_file, "-", "x") == ("cannot write to standard output: I/O operation on closed "
+                                                          "file; run it with standard output open, or write to a file "
+                                                          "with -o FILE")
 
 
 # --- checking before the work -----------------------------------------------------------------------------------------

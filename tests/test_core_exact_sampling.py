@@ -227,9 +227,10 @@ def test_a_pool_is_made_only_for_more_than_one_job_and_its_pending_work_is_cance
     assert sampled(plan_b, "pre_fix", "random", 9, 400, jobs=3, until="") == sampled(
         plan_b, "pre_fix", "random", 9, 400, until="")
     assert [(jobs, plan is plan_b, pool.calls, pool.shut) for jobs, plan, pool in fake_pool] == [
-        (2, True, [("_run_remote", 150, 9)], [True]),  # chunks of budget / (8 jobs)
+        # windows of chunk x jobs x WINDOW draws (chunks of budget / (8 jobs)), at most two submitted at once
+        (2, True, [("_run_remote", 72, 9), ("_run_remote", 72, 9), ("_run_remote", 6, 9)], [True]),
         (3, True, [("_run_remote", 10, 1)], [True]),  # never below 1
-        (3, True, [("_run_remote", 400, 16)], [True])]
+        (3, True, [("_run_remote", 192, 16), ("_run_remote", 192, 16)], [True])]  # stopped in the first window
 
 
 def test_a_worker_runs_its_schedule_on_the_plan_and_memo_it_was_given(plan_b, monkeypatch):

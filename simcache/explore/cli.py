@@ -8,7 +8,7 @@ from ..errors import ScenarioError, SimcacheError
 from ..progress import progress_for
 from ..scenario import load
 from ..versions import parse_flag
-from .results import ExploreResult, Failure
+from .results import ExploreResult, Failure, count_text
 from .search import explore
 
 DEFAULT_BOUND = 2  # the CLI's preemption bound when none is given (the API's default is no bound)
@@ -23,7 +23,7 @@ def summary(res: ExploreResult, minimal: dict | None) -> str:
     what = {"exhaustive": f"exhaustive, preemption bound {res.bound if res.bound is not None else 'none'}",
             "random": f"random, seed {res.seed}", "pct": f"PCT depth {res.bound}, seed {res.seed}"}[res.strategy]
     lines = [f"{res.scenario} under {res.preset}: {what}",
-             f"  schedules run     {res.schedules_run} of {res.total_schedules} interleavings"
+             f"  schedules run     {res.schedules_run} of {count_text(res.total_schedules)} interleavings"
              + (f"  ({res.pruned} prefixes pruned as already-seen states)" if res.strategy == "exhaustive" else ""),
              f"  distinct states   {res.distinct_states} end states",
              f"  failing           {res.failing} ({100 * res.failing_fraction:.1f}%)",

@@ -81,6 +81,8 @@ class ExploreResult:
         d["failing_schedules"] = list(self.failing_schedules)
         d["first_failure"] = self.first_failure.as_dict() if self.first_failure else None
         d["first_by_signature"] = {sig: f.as_dict() for sig, f in self.first_by_signature}
+        if self.total_schedules >= EXACT:  # JSON cannot hold it usefully (nor can Python print it past 4,300 digits)
+            d["total_schedules"] = count_text(self.total_schedules)
         return d
 
 
@@ -97,8 +99,24 @@ def count_schedules(lengths: Iterable[int]) -> int:
     lengths = list(lengths)
     out = math.factorial(sum(lengths))
     for n in lengths:
-        out //= math.factorial(n)
+        if n > 1:  # (1! = 1: a thousand one-operation actors divide nothing)
+            out //= math.factorial(n)
     return out
+
+
+EXACT = 10**18  # counts below this are said exactly; above, in scientific form (a count may have 4,300+ digits)
+
+
+def count_text(n: int) -> str:
+    """A count as the summary prints it: ``1234567`` or, from ``EXACT`` up, ``2.88e+4740`` (never ``str(n)`` of a
+    huge count, which Python refuses past 4,300 digits)."""
+    if n < EXACT:
+        return str(n)
+    exponent = math.floor(math.log10(n))
+    mantissa = 10 ** (math.log10(n) - exponent)
+    if round(mantissa, 2) >= 10:
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return f"{mantissa:.2f}e+{exponent}"
 
 
 def switches(turns) -> int:
@@ -152,12 +170,12 @@ class Tally:
             self.found = True  # the failure asked for: it outranks every other one (its rank's first field)
 
     def result(self, strategy: str, preset: str, bound, seed, pruned: int, exhausted: bool, covered: bool,
-               started: float) -> ExploreResult:
+               started: float, total: int | None = None) -> ExploreResult:
         return ExploreResult(
             self.plan.name, preset, strategy, bound, seed, self.budget, self.runs, len(self.ends), self.failing,
             tuple(self.failing_schedules), tuple(sorted(self.outcomes.items())), self.best,
             tuple(sorted(self.by_signature.items())), tuple(sorted(self.damage.items())), pruned, exhausted, covered,
-            count_schedules(self.plan.lengths), time.perf_counter() - started)
+            count_schedules(self.plan.lengths) if total is None else total, time.perf_counter() - started)
 
 
 def finish(m: Machine, damage: dict) -> RunOut:

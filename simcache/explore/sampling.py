@@ -1,5 +1,6 @@
-"""Random and PCT schedules: drawn up front from ``random.Random(seed)`` (no feedback is needed, every actor with
-operations left can always run), then run in order, serially or in worker processes.
+"""Random and PCT schedules: drawn one at a time from ``random.Random(seed)`` (no feedback is needed, every actor
+with operations left can always run) and run in order, serially or in worker processes. The draws are streamed: a
+budget of ten million never holds more than two windows of draws (``WINDOW`` chunks per worker) in memory.
 
 - **random** is uniform over all schedules: the next actor is drawn with weight = its operations left.
 - **pct** is Burckhardt et al.'s probabilistic concurrency testing with depth ``d``: the actors get the distinct
@@ -10,10 +11,14 @@ operations left can always run), then run in order, serially or in worker proces
 """
 from __future__ import annotations
 
+import collections
+import itertools
 import random
 import time
+from collections.abc import Iterator
 
 from ..gcpace import fewer_collections
+from ..pool import worker_deaths
 from . import workers
 from .machine import Machine, Plan
 from .results import ExploreResult, RunOut, Tally, count_schedules, finish
@@ -59,28 +64,58 @@ def _run_remote(idx: tuple[int, ...]) -> RunOut:
     return run_schedule(workers.PLAN, idx, workers.DAMAGE)
 
 
+CHUNK = 256  # most draws sent to a worker at once
+WINDOW = 4  # chunks per worker in one window; two windows are in flight at most
+
+
+def _draws(rng: random.Random, plan: Plan, strategy: str, budget: int, depth: int) -> Iterator[tuple[int, ...]]:
+    for _ in range(budget):
+        yield draw_random(rng, plan.lengths) if strategy == "random" else draw_pct(rng, plan.lengths, depth)
+
+
+def _windows(items: Iterator, size: int) -> Iterator[list]:
+    while window := list(itertools.islice(items, size)):
+        yield window
+
+
+def _mapped(pool, draws: Iterator[tuple[int, ...]], jobs: int, budget: int) -> Iterator[RunOut]:
+    """The runs of ``draws`` in order, in worker processes, with at most two windows submitted at once."""
+    chunk = max(1, min(budget // (8 * jobs), CHUNK))
+    pending: collections.deque = collections.deque()
+    for window in _windows(draws, chunk * jobs * WINDOW):
+        pending.append(pool.map(_run_remote, window, chunksize=chunk))
+        if len(pending) > 1:
+            yield from pending.popleft()
+    while pending:
+        yield from pending.popleft()
+
+
 @fewer_collections()
 def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, depth: int = 3, jobs: int = 1,
             until: str | None = None, progress=None) -> ExploreResult:
-    """Run ``budget`` drawn schedules (``strategy`` random or pct)."""
+    """Run ``budget`` drawn schedules (``strategy`` random or pct), each drawn just before it is needed."""
     started = time.perf_counter()
     rng = random.Random(seed)
-    draws = [draw_random(rng, plan.lengths) if strategy == "random" else draw_pct(rng, plan.lengths, depth)
-             for _ in range(budget)]
+    total = count_schedules(plan.lengths)
+    seen: set | None = set() if total <= budget else None  # the space can be covered only when the budget allows
+    draws = _draws(rng, plan, strategy, budget, depth)
+    if seen is not None:
+        draws = (seen.add(d) or d for d in draws)
     tally = Tally(plan, budget, until)
     damage: dict = {}
     pool = workers.make_pool(jobs, plan) if jobs > 1 else None
     try:
-        outs = pool.map(_run_remote, draws, chunksize=max(1, budget // (8 * jobs))) if pool else \
-            (run_schedule(plan, d, damage) for d in draws)
-        for out in outs:
-            tally.add(out)
-            if progress is not None and tally.runs % 64 == 0:
-                progress(dict(runs=tally.runs, total=budget, failing=tally.failing))
-            if tally.found:
-                break
+        with worker_deaths(pool, "the search"):
+            outs = _mapped(pool, draws, jobs, budget) if pool else (run_schedule(plan, d, damage) for d in draws)
+            for out in outs:
+                tally.add(out)
+                if progress is not None and tally.runs % 64 == 0:
+                    progress(dict(runs=tally.runs, total=budget, failing=tally.failing))
+                if tally.found:
+                    break
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    covered = len(set(draws)) == count_schedules(plan.lengths)
-    return tally.result(strategy, preset, depth if strategy == "pct" else None, seed, 0, covered, covered, started)
+    covered = seen is not None and len(seen) == total
+    return tally.result(strategy, preset, depth if strategy == "pct" else None, seed, 0, covered, covered, started,
+                        total=total)

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from ..errors import SimcacheError
+from ..cli_numbers import LIMITS
+from ..errors import SimcacheError, shown
 from ..gcpace import fewer_collections
+from ..pool import died
 from . import workers
 from .machine import Machine, Plan
-from .results import ExploreResult, RunOut, Tally, finish
+from .results import ExploreResult, RunOut, Tally, count_text, finish
 from .sampling import sampled
 
 STRATEGIES = ("exhaustive", "random", "pct")
@@ -98,6 +101,8 @@ def _expand_remote(args) -> tuple[list[Child], bool]:
 
 BATCH = 32  # prefixes expanded per round (one process-pool map); fixed, so any ``jobs`` gives the same order
 PARK = 20_000  # machines kept for prefixes queued for the next level (about 15 kB each); beyond it they replay
+QUEUE_LIMIT = 500_000  # prefixes queued for later levels; beyond it they are dropped and the search says it is partial
+DEFAULT_BUDGET = 1_000_000  # schedules an exhaustive search runs when no budget is given (the CLI's and the API's)
 
 
 @fewer_collections()
@@ -115,12 +120,13 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
     visited: dict[bytes, int] = {}  # state key -> fewest preemptions it was reached with
     damage: dict = {}
     queues: dict[int, list[_Item]] = {0: [_Item((), (0,) * len(plan.actors), -1, 0)]}
-    pruned, cut, stopped, parked = 0, False, False, 0
+    pruned, cut, stopped, parked, queued, dropped = 0, False, False, 0, 1, False
     pool = workers.make_pool(jobs, plan) if jobs > 1 else None
     try:
         while queues and not stopped:
             level = min(queues)
             parked = 0
+            queued -= len(queues[level])
             # an item queued for this level and later reached with fewer preemptions was explored there
             stack = [it for it in reversed(queues.pop(level)) if it.key is None or visited.get(it.key, level) >= level]
             while stack and not stopped:
@@ -153,20 +159,26 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
                         pos[i] += 1
                         if pre == level or not iterative:
                             kept.append(_Item(it.idx + (i,), tuple(pos), i, pre, key, m))
+                        elif queued >= QUEUE_LIMIT:  # the frontier is full: the search becomes partial
+                            dropped = True
                         else:  # queued for the next level; its machine is kept while memory allows
                             parked += m is not None and parked < PARK
                             queue = queues.setdefault(pre, [])
                             queue.append(_Item(it.idx + (i,), tuple(pos), i, pre, key, m if parked < PARK else None))
+                            queued += 1
                     if stopped:
                         break
                 for kept in reversed(groups):
                     stack.extend(reversed(kept))
                 if progress is not None:
                     progress(dict(runs=tally.runs, failing=tally.failing, level=level, pruned=pruned))
+    except BrokenProcessPool:
+        raise died(pool, "the search") from None
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return tally.result("exhaustive", preset, bound, None, pruned, not stopped, not (cut or stopped), started)
+    done = not (stopped or dropped)
+    return tally.result("exhaustive", preset, bound, None, pruned, done, done and not cut, started)
 
 
 def explore(scenario, preset: str | None = None, flags: dict | None = None, strategy: str = "exhaustive",
@@ -176,8 +188,10 @@ def explore(scenario, preset: str | None = None, flags: dict | None = None, stra
     """Search ``scenario``'s schedules under ``preset`` (+ ``flags``); see the module doc for the strategies.
 
     ``bound``: the preemption bound (exhaustive; None: unbounded) or the depth (pct; default 3). ``budget``: the
-    most schedules to run (random and pct: default 1000). ``until``: stop at the first failure whose signature
-    contains this text ("" for any failure); it is then reported as ``first_failure``. ``reduce`` (exhaustive):
+    most schedules to run (random and pct: default 1000; exhaustive: ``DEFAULT_BUDGET``). The command line's caps
+    hold here too (``cli_numbers.LIMITS``: budget 10,000,000, bound 10,000, jobs 64, a 64-bit seed). ``until``:
+    stop at the first failure whose signature contains this text ("" for any failure); it is then reported as
+    ``first_failure``. ``reduce`` (exhaustive):
     ``state`` prunes prefixes whose state was seen (the default; ``prune=False`` is ``none``), ``none`` runs every
     schedule, ``dpor`` searches the whole space with sleep sets and state caching (``dpor``; no bound)."""
     from ..scenario import Scenario, load
@@ -188,11 +202,15 @@ def explore(scenario, preset: str | None = None, flags: dict | None = None, stra
         raise ExploreError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if mode not in MODES:
         raise ExploreError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    for name, v, low in (("bound", bound, 0), ("budget", budget, 1), ("jobs", jobs, 1)):
+    for name, v in (("bound", bound), ("budget", budget), ("jobs", jobs), ("seed", seed)):
+        low, high = LIMITS[name]
+        if name == "seed" and type(v) is not int:
+            raise ExploreError(f"--seed must be a whole number, not {shown(v, 40)}")
         if v is not None and (type(v) is not int or v < low):
-            raise ExploreError(f"--{name} must be a whole number >= {low}, not {v!r}")
-    if type(seed) is not int:
-        raise ExploreError(f"--seed must be a whole number, not {seed!r}")
+            raise ExploreError(f"--{name} must be a whole number >= {low:,}, not {shown(v, 40)}")
+        if v is not None and v > high:  # the command line's caps hold in the API too
+            said = str(v) if v < 10**100 else count_text(v)
+            raise ExploreError(f"--{name} {said} is over the limit of {high:,}; give a smaller number")
     if reduce is not None and reduce not in REDUCTIONS:
         raise ExploreError(f"unknown reduction {reduce!r}; choose one of {', '.join(REDUCTIONS)}")
     if reduce == "dpor":
@@ -205,6 +223,8 @@ def explore(scenario, preset: str | None = None, flags: dict | None = None, stra
     sc = scenario if isinstance(scenario, Scenario) else load(scenario)
     name, fl = resolve_flags(sc, preset, flags)
     plan = plan_for(sc, fl)
+    if strategy == "exhaustive" and budget is None:
+        budget = DEFAULT_BUDGET
     if reduce == "dpor":
         from .dpor import dpor
         return dpor(plan, name, budget=budget, until=until, progress=progress)
