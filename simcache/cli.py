@@ -76,11 +76,10 @@ def _ops(text: str | None) -> tuple[int | None, int | None] | None:
 
 
 def _trace_options(a) -> dict:
+    from .trace.memory import parse_memory_limit  # one rule for the flag and $SIMCACHE_MEMORY_LIMIT_MB
+
     text = getattr(a, "memory_limit", None)
-    limit = None if text is None else decimal("memory-limit", text)
-    if limit is not None and not 0 < limit <= MAX_MEMORY_LIMIT_MB:
-        raise UsageError(f"--memory-limit takes megabytes above 0 and at most {MAX_MEMORY_LIMIT_MB:,}, like "
-                         f"--memory-limit 2048, not {shown(text, 30)}")
+    limit = None if text is None else parse_memory_limit(text, "--memory-limit")
     return dict(ops=_ops(getattr(a, "ops", None)), memory_limit_mb=limit,
                 progress=True if getattr(a, "progress", False) else None)
 
@@ -279,8 +278,8 @@ def cmd_workload(a) -> int:
 def _trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", metavar="A:B", help="trace only operations A..B-1 (the ones before A still run, "
                                                 "untraced); narrows a long run, e.g. --ops 0:500")
-    p.add_argument("--memory-limit", metavar="MB", help="stop, with a message, a run whose trace "
-                   "outgrows this many megabytes (default $SIMCACHE_MEMORY_LIMIT_MB or 4096)")
+    p.add_argument("--memory-limit", metavar="MB", help="stop, with a message, a run (and its page) that adds "
+                   "more than this many megabytes of memory (default $SIMCACHE_MEMORY_LIMIT_MB or 4096)")
     p.add_argument("--progress", action="store_true", help="always show a progress bar on stderr (default: "
                                                            "for long runs on a terminal)")
 
@@ -393,6 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         a = ap.parse_args(_guard_signed(sys.argv[1:] if argv is None else list(argv)))
         if not getattr(a, "fn", None):
             raise UsageError("give a command: run, scenarios, explore, export or workload (see --help)")
+        from .trace.memory import memory_limit
+
+        memory_limit()  # a bad $SIMCACHE_MEMORY_LIMIT_MB is said before any work, in every command
         rc = a.fn(a)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return rc

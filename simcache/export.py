@@ -74,6 +74,14 @@ def is_long(trace) -> bool:
     return len(trace.steps) > DOT_LIMIT
 
 
+def _within_limit(run) -> None:
+    """The page is built under the run's memory limit: what the run and its page add over the run's start."""
+    watch = getattr(run.trace, "_watch", None)
+    if watch is not None:
+        watch.check("the page of this run", "export fewer operations with --ops A:B, or raise the limit with "
+                                            "--memory-limit MB")
+
+
 def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None,
                 which: int = 0) -> list[dict]:
     marks = moments(run.trace)
@@ -86,6 +94,7 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
         code_frames(run.trace, chunk)  # one replay per checkpoint stretch: the code pane and the holders read it
         fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
         pictures = [f.dot for f in fs] if dot_only else render_many([f.dot for f in fs])
+        _within_limit(run)
         for f, pic in zip(fs, pictures, strict=True):
             out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=drawings.add(pic), focus=f.focus,
                             panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
@@ -94,6 +103,7 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
                                                         run.preset if which else "")),
                             x=step_x(run.trace, f.step, TIMELINE_WIDTH),
                             marks=[k for k in MOMENT_KINDS if f.step in marks[k]]))
+            _within_limit(run)
         if bar is not None:
             bar.update(len(chunk))
     return out
@@ -238,6 +248,7 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
         tour = load(tour)
     data = page_data(run, compare, progress, tour)
     block = _data_block(data)
+    _within_limit(run)
     runs = [run] + ([compare] if compare is not None else [])
     lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
     cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'

@@ -579,13 +579,39 @@ def test_the_memo_of_stack_transitions_starts_again_past_65536_entries(monkeypat
 
 
 def test_memory_is_checked_after_the_first_operation_and_every_64th(monkeypatch):
+    checked, made = [], []
+    monkeypatch.setattr(memory, "rss_mb", lambda: checked.append(len(made[0].ops) if made else 0) or 1.0)
     rec = Recorder(snapshots=False, invariants=False)
-    checked = []
-    monkeypatch.setattr(memory, "rss_mb", lambda: checked.append(len(rec.ops)) or 1.0)
+    made.append(rec)
+    assert checked == [0]  # the run's start: what it adds is measured from here
     for i in range(130):
         rec.begin_op(i, {"op": "events"})
         rec.end_op(i, ".")
-    assert checked == [1, 64, 128]
+    assert checked == [0, 1, 64, 128]
+
+
+def test_memory_is_checked_inside_an_operation_that_moves_many_tokens_or_slots(monkeypatch):
+    checked, made = [], []
+    monkeypatch.setattr(memory, "rss_mb", lambda: checked.append(len(made[0]._log) if made else 0) or 1.0)
+    rec = Recorder(snapshots=False, invariants=False)
+    made.append(rec)
+    rec.begin_op(0, {"op": "request", "tokens": [1] * (memory.BIG - 1)})
+    rec.enter("match_prefix", ())
+    rec._pool_event("device_kv", "alloc", tuple(range(memory.BIG - 1)))
+    assert checked == [0]  # below BIG: checked at the end of the operation only
+    rec.end_op(0, ".")
+    assert checked == [0, 3]  # (the log's length at each check)
+    rec.begin_op(1, {"op": "request", "tokens": [1] * memory.BIG})  # at its start, then at each call inside it
+    rec.enter("match_prefix", ())
+    rec.exit("match_prefix")
+    rec._pool_event("device_kv", "alloc", tuple(range(memory.BIG)))
+    rec.end_op(1, ".")
+    rec.begin_op(2, {"op": "events"})
+    rec.enter("check_hicache_events", ())
+    rec._pool_event("host_kv", "free", tuple(range(memory.BIG)))  # a big free inside a small operation
+    rec.enter("write_backup", ())
+    rec.end_op(2, ".")
+    assert checked == [0, 3, 4, 4, 6, 6, 9, 9, 10]
 
 
 @pytest.mark.parametrize("kw, ops", [
@@ -645,17 +671,21 @@ def test_without_proc_resident_memory_is_the_peak_and_without_either_it_is_unkno
 
 
 @pytest.mark.parametrize("ops, used, message", [
-    (0, 100.0, None),  # at the limit: still within it
-    (0, 100.5, "this run's trace outgrew the memory limit of 100 MB at operation 0 (100 MB in use); narrow it to fewer "
-               "operations with --ops A:B (e.g. --ops 0:1), or raise the limit with --memory-limit MB"),
-    (1, 240.0, "this run's trace outgrew the memory limit of 100 MB at operation 1 (240 MB in use); narrow it to fewer "
-               "operations with --ops A:B (e.g. --ops 0:1), or raise the limit with --memory-limit MB"),
-    (101, 240.0, "this run's trace outgrew the memory limit of 100 MB at operation 101 (240 MB in use); narrow it to "
-                 "fewer operations with --ops A:B (e.g. --ops 50:101), or raise the limit with --memory-limit MB"),
+    (0, 400.0, None),  # 100 MB over the 300 MB the process held at the start: at the limit, still within it
+    (0, 400.5, "this run outgrew the memory limit of 100 MB (it added 100 MB to the 300 MB the process held when it "
+               "started) at operation 0; its set-up and operation 0 alone need more: raise the limit with "
+               "--memory-limit MB, or make the scenario's pools or its first operation smaller"),
+    (1, 1540.0, "this run outgrew the memory limit of 100 MB (it added 1,240 MB to the 300 MB the process held when it "
+                "started) at operation 1; narrow it to fewer operations with --ops A:B (e.g. --ops 0:1), or raise the "
+                "limit with --memory-limit MB"),
+    (101, 540.0, "this run outgrew the memory limit of 100 MB (it added 240 MB to the 300 MB the process held when it "
+                 "started) at operation 101; narrow it to fewer operations with --ops A:B (e.g. --ops 50:101), or "
+                 "raise the limit with --memory-limit MB"),
 ])
 def test_the_memory_limit_sentence_names_the_operation_and_a_window_to_try(monkeypatch, ops, used, message):
-    monkeypatch.setattr(memory, "rss_mb", lambda: used)
+    monkeypatch.setattr(memory, "rss_mb", lambda: 300.0)  # what the process holds when the run starts
     rec = Recorder(snapshots=False, invariants=False, memory_limit_mb=100)
+    monkeypatch.setattr(memory, "rss_mb", lambda: used)
     if ops:
         rec.begin_op(ops, {"op": "events"})
     if message is None:
@@ -768,22 +798,23 @@ def test_the_boundary_check_kept_from_events_sees_what_the_whole_check_sees(dama
 # --- the memory limit read from the environment -------------------------------------------------------------------
 @pytest.mark.parametrize("text, value", [
     (" 2.5 ", 2.5), ("0.5", 0.5), ("1048576", 1048576.0), ("1048576.000", 1048576.0), ("12345.678901", 12345.678901),
-    ("000000000001", 1.0),  # twelve characters: the longest read
+    ("000000000001", 1.0), ("123456.7890123", 123456.7890123), ("1e3", 1000.0), (".5E+2", 50.0),  # as --memory-limit
 ])
 def test_the_environments_memory_limit_is_plain_megabytes(monkeypatch, text, value):
     monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", text)
     assert trace.memory_limit() == value
 
 
-@pytest.mark.parametrize("text", ["1.2.3", "2..5", "1048576.5", "1048577", "123456.7890123", "0000000000001", "0.0",
-                                  ".", "x" * 40])
+@pytest.mark.parametrize("text", ["1.2.3", "2..5", "1048576.5", "1048577", "0" * 13 + "1", "0.0", ".", "nan", "inf",
+                                  "-5", "+5", "1_0", "1e400", "x" * 40])
 def test_a_memory_limit_out_of_bounds_or_not_a_number_is_named(monkeypatch, text):
     monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", text)
     with pytest.raises(trace.ConfigError) as e:
         trace.memory_limit()
-    assert str(e.value) == (f"the environment variable SIMCACHE_MEMORY_LIMIT_MB must be megabytes above 0 (plain "
-                            f"digits, at most 1048576), not {text[:30]!r}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, "
-                            f"or unset it")
+    said = text if len(text) <= 30 else f"'{'x' * 29}... (42 characters)"
+    assert str(e.value) == (f"the environment variable SIMCACHE_MEMORY_LIMIT_MB takes megabytes above 0 and at most "
+                            f"1,048,576 (plain digits like 2048, 0.5 or 1e3), not {said}; e.g. export "
+                            f"SIMCACHE_MEMORY_LIMIT_MB=4096, or unset it")
 
 
 def test_an_operations_position_is_read_from_any_trace_with_operations():

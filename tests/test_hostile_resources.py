@@ -120,3 +120,77 @@ def test_crash_rates_in_the_api_keeps_the_command_line_caps(kw, message):
     with pytest.raises(SimcacheError) as e:
         crash_rates(**{**args, **kw})
     assert str(e.value) == message
+
+
+# --- item 4: the memory limit measures what the run adds, inside long operations too, with one rule ---------------
+
+def test_a_nan_or_wrong_typed_limit_is_refused_not_ignored():
+    from simcache.simulate import simulate
+
+    for bad, said in ((float("nan"), "nan"), (float("inf"), "inf"), (-1, "-1"), (True, "True"), ("2048", "'2048'"),
+                      (2**21, "2097152")):
+        with pytest.raises(SimcacheError) as e:
+            simulate("scenario_a", memory_limit_mb=bad)
+        assert str(e.value) == (f"memory_limit_mb must be megabytes above 0 and at most 1,048,576 (or 0 for no "
+                                f"limit), not {said}; e.g. memory_limit_mb=2048"), bad
+    assert simulate("scenario_a", memory_limit_mb=0).trace.memory_limit_mb == 0  # 0: no limit, said so
+
+
+def test_one_huge_request_is_stopped_inside_itself():
+    import traceback
+
+    from simcache.simulate import simulate
+    from simcache.trace import TraceLimitError
+
+    n = 200_000
+    doc = {"name": "huge", "config": {"device_kv": n + 8, "device_mamba": 4, "host_kv": 8, "host_mamba": 4},
+           "actors": {"R1": [{"op": "request", "tokens": list(range(1, n + 1))}]}}
+    with pytest.raises(TraceLimitError) as e:
+        simulate(doc, "pre_fix", memory_limit_mb=2)
+    assert str(e.value).startswith("this run outgrew the memory limit of 2 MB (it added ")
+    assert str(e.value).endswith("at operation 0; its set-up and operation 0 alone need more: raise the limit with "
+                                 "--memory-limit MB, or make the scenario's pools or its first operation smaller")
+    raised_in = traceback.extract_tb(e.value.__traceback__)[-2].name  # the recorder hook that checked
+    assert raised_in in ("begin_op", "enter", "_pool_event"), raised_in  # not end_op: inside the operation
+
+
+def _growing(monkeypatch, after: str | None = None, module=None):
+    """``rss_mb`` holds 300 MB, then 2,300 MB once ``module.after`` is first called (every call when None)."""
+    from simcache.trace import memory
+
+    state = {"on": after is None}
+    monkeypatch.setattr(memory, "rss_mb", lambda: 2300.0 if state["on"] else 300.0)
+    if after is not None:
+        real = getattr(module, after)
+
+        def flip(*a, **k):
+            state["on"] = True
+            return real(*a, **k)
+
+        monkeypatch.setattr(module, after, flip)
+    return state
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "random"])
+def test_a_search_is_under_the_memory_limit(monkeypatch, strategy):
+    from simcache.trace import TraceLimitError
+
+    monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", "1000")
+    _growing(monkeypatch, "finish", sampling if strategy == "random" else search)
+    with pytest.raises(TraceLimitError) as e:
+        explore("scenario_b", "pre_fix", strategy=strategy, bound=1 if strategy == "exhaustive" else None)
+    assert str(e.value) == ("the search outgrew the memory limit of 1,000 MB (it added 2,000 MB to the 300 MB the "
+                            "process held when it started); give a smaller --budget or --bound, or raise "
+                            "$SIMCACHE_MEMORY_LIMIT_MB")
+
+
+def test_the_page_build_is_under_the_runs_memory_limit(monkeypatch, capsys, tmp_path):
+    import simcache.export as export
+    from simcache.cli import main
+
+    _growing(monkeypatch, "code_frames", export)
+    assert main(["export", "scenario_a", "--memory-limit", "1000", "-o", str(tmp_path / "p.html")]) == 2
+    assert capsys.readouterr() == ("", "simcache: the page of this run outgrew the memory limit of 1,000 MB (it added "
+                                       "2,000 MB to the 300 MB the process held when it started); export fewer "
+                                       "operations with --ops A:B, or raise the limit with --memory-limit MB\n")
+    assert list(tmp_path.iterdir()) == []

@@ -81,30 +81,38 @@ def test_one_ledger_of_holders_agrees_with_itself_on_every_boundary():
     assert seen > 500
 
 
-def test_a_run_over_the_memory_limit_stops_with_one_sentence(tmp_path, capsys):
+def test_a_run_over_the_memory_limit_stops_with_one_sentence(tmp_path, capsys, monkeypatch):
     path = tmp_path / "w.json"
     path.write_text(json.dumps(small_workload()))
+    calls = []  # the process holds 300 MB; the run adds 2 MB by its 64th operation (a stand-in for real growth)
+    monkeypatch.setattr(trace.memory, "rss_mb", lambda: 300.0 + 2 * (len(calls.append(1) or calls) > 2))
     with pytest.raises(trace.TraceLimitError, match=r"--ops A:B"):
         simulate(str(path), "pre_fix", memory_limit_mb=1)
+    calls.clear()
     assert main(["run", str(path), "--memory-limit", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "memory limit of 1 MB" in err and "--ops" in err
+    assert err == ("simcache: this run outgrew the memory limit of 1 MB (it added 2 MB to the 300 MB the process "
+                   "held when it started) at operation 63; narrow it to fewer operations with --ops A:B (e.g. --ops "
+                   "31:63), or raise the limit with --memory-limit MB")
     assert main(["run", str(path), "--memory-limit", "-5"]) == 2
     assert "--memory-limit takes megabytes" in capsys.readouterr().err
 
 
 OPS_SAY = "simcache: --ops takes A:B (operation numbers from 0 in plain digits, B excluded), like --ops 0:500, not "
-LIMIT_SAY = ("simcache: --memory-limit takes megabytes above 0 and at most 1,048,576, like --memory-limit 2048, "
-             "not ")
+LIMIT_SAY = ("simcache: --memory-limit takes megabytes above 0 and at most 1,048,576 (plain digits like 2048, 0.5 or "
+             "1e3), not ")
 
 
 @pytest.mark.parametrize("option, value, said", [
     ("--ops", "\uff11:2", OPS_SAY + "'\uff11:2'"), ("--ops", "+1:3", OPS_SAY + "'+1:3'"),
-    ("--ops", "1_0:20", OPS_SAY + "'1_0:20'"), ("--ops", "9" * 19 + ":", "simcache: --ops A has 19 digits, over the limit of 18 (999,999,999,999,999,999); "
-                              "give a smaller number, or leave A out for the start"),
+    ("--ops", "1_0:20", OPS_SAY + "'1_0:20'"),
+    ("--ops", "9" * 19 + ":", "simcache: --ops A has 19 digits, over the limit of 18 (999,999,999,999,999,999); give a "
+                              "smaller number, or leave A out for the start"),
     ("--ops", "1:2:3", OPS_SAY + "'1:2:3'"),
-    ("--memory-limit", "inf", LIMIT_SAY + "'inf'"), ("--memory-limit", "nan", LIMIT_SAY + "'nan'"),
-    ("--memory-limit", "1e400", LIMIT_SAY + "'1e400'"), ("--memory-limit", "0", LIMIT_SAY + "'0'"),
+    ("--memory-limit", "inf", LIMIT_SAY + "inf; e.g. --memory-limit 2048"),
+    ("--memory-limit", "nan", LIMIT_SAY + "nan; e.g. --memory-limit 2048"),
+    ("--memory-limit", "1e400", LIMIT_SAY + "1e400; e.g. --memory-limit 2048"),
+    ("--memory-limit", "0", LIMIT_SAY + "0; e.g. --memory-limit 2048"),
 ])
 def test_trace_options_take_plain_bounded_numbers(capsys, option, value, said):
     assert main(["run", "scenario_a", f"{option}={value}"]) == 2
@@ -112,14 +120,28 @@ def test_trace_options_take_plain_bounded_numbers(capsys, option, value, said):
     assert (out, err) == ("", said + "\n")
 
 
-@pytest.mark.parametrize("value", ["abc", "inf", "-5", "0", "", "1_0"])
-def test_a_bad_memory_limit_in_the_environment_is_named(monkeypatch, capsys, value):
+@pytest.mark.parametrize("value", ["abc", "inf", "-5", "0", "", "1_0", "nan", "2000000"])
+@pytest.mark.parametrize("command", [["run", "scenario_a"], ["explore", "crash_pr"], ["scenarios"],
+                                     ["workload"], ["export", "scenario_a", "-o", "-"]])
+def test_a_bad_memory_limit_in_the_environment_is_named_before_any_work(monkeypatch, capsys, value, command):
     monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", value)
-    assert main(["run", "scenario_a"]) == 2
+    assert main(command) == 2
     out, err = capsys.readouterr()
+    said = value if value else "''"
     assert out == "" and err == (
-        "simcache: the environment variable SIMCACHE_MEMORY_LIMIT_MB must be megabytes above 0 (plain digits, at "
-        f"most 1048576), not {value!r}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, or unset it\n")
+        "simcache: the environment variable SIMCACHE_MEMORY_LIMIT_MB takes megabytes above 0 and at most 1,048,576 "
+        f"(plain digits like 2048, 0.5 or 1e3), not {said}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, or unset "
+        "it\n")
+
+
+@pytest.mark.parametrize("value", ["1e3", "1000", " 1000.0 ", ".5e4"])
+def test_the_flag_and_the_variable_read_a_limit_alike(monkeypatch, value):
+    from simcache.cli import _trace_options
+    from simcache.trace.memory import memory_limit
+
+    monkeypatch.setenv("SIMCACHE_MEMORY_LIMIT_MB", value)
+    assert memory_limit() == _trace_options(type("A", (), {"memory_limit": value})())["memory_limit_mb"] == \
+        float(value)
 
 
 def test_ops_window_traces_only_those_operations(capsys):

@@ -94,7 +94,10 @@ def _mapped(pool, draws: Iterator[tuple[int, ...]], jobs: int, budget: int) -> I
 def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, depth: int = 3, jobs: int = 1,
             until: str | None = None, progress=None) -> ExploreResult:
     """Run ``budget`` drawn schedules (``strategy`` random or pct), each drawn just before it is needed."""
+    from .search import SEARCH_FIX, search_watch
+
     started = time.perf_counter()
+    watch = search_watch()
     rng = random.Random(seed)
     total = count_schedules(plan.lengths)
     seen: set | None = set() if total <= budget else None  # the space can be covered only when the budget allows
@@ -109,8 +112,10 @@ def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, dept
             outs = _mapped(pool, draws, jobs, budget) if pool else (run_schedule(plan, d, damage) for d in draws)
             for out in outs:
                 tally.add(out)
-                if progress is not None and tally.runs % 64 == 0:
-                    progress(dict(runs=tally.runs, total=budget, failing=tally.failing))
+                if tally.runs % 64 == 0:
+                    watch.check("the search", SEARCH_FIX)
+                    if progress is not None:
+                        progress(dict(runs=tally.runs, total=budget, failing=tally.failing))
                 if tally.found:
                     break
     finally:

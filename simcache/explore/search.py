@@ -99,6 +99,16 @@ def _expand_remote(args) -> tuple[list[Child], bool]:
     return _expand(workers.PLAN, item, bound, "fork", workers.DAMAGE)
 
 
+SEARCH_FIX = "give a smaller --budget or --bound, or raise $SIMCACHE_MEMORY_LIMIT_MB"
+
+
+def search_watch():
+    """What a search adds to the process's memory, against ``$SIMCACHE_MEMORY_LIMIT_MB`` (checked once a round)."""
+    from ..trace.memory import MemoryWatch, memory_limit
+
+    return MemoryWatch(memory_limit())
+
+
 BATCH = 32  # prefixes expanded per round (one process-pool map); fixed, so any ``jobs`` gives the same order
 PARK = 20_000  # machines kept for prefixes queued for the next level (about 15 kB each); beyond it they replay
 QUEUE_LIMIT = 500_000  # prefixes queued for later levels; beyond it they are dropped and the search says it is partial
@@ -116,6 +126,7 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
     over all schedules within the bound (no fewest-preemptions-first order; a prefix reached again with fewer
     preemptions is searched again, since more of the bound is left)."""
     started = time.perf_counter()
+    watch = search_watch()
     tally = Tally(plan, budget, until)
     visited: dict[bytes, int] = {}  # state key -> fewest preemptions it was reached with
     damage: dict = {}
@@ -170,6 +181,7 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
                         break
                 for kept in reversed(groups):
                     stack.extend(reversed(kept))
+                watch.check("the search", SEARCH_FIX)
                 if progress is not None:
                     progress(dict(runs=tally.runs, failing=tally.failing, level=level, pruned=pruned))
     except BrokenProcessPool:

@@ -21,8 +21,9 @@ Invariants: a violation counts only if it is still there when its operation ends
 are legitimately out of step for a moment); its step is the micro-step where it began. They are checked at
 operation boundaries; when one starts failing, that operation is replayed micro-step by micro-step to date it.
 
-Memory: the recorder checks the process's memory as it goes and stops a run that outgrows ``memory_limit_mb``
-(``$SIMCACHE_MEMORY_LIMIT_MB``, default 4096) with a ``TraceLimitError`` that says how to narrow it.
+Memory: the recorder checks what the run adds to the process's memory as it goes (inside a large operation too) and
+stops a run that adds more than ``memory_limit_mb`` (``$SIMCACHE_MEMORY_LIMIT_MB``, default 4096) with a
+``TraceLimitError`` that says how to narrow it.
 
 The package, one module per job (the data flows down the list):
 - ``records``: the event records (``MicroStep``, ``StaleEvent``, ``CleanupEvent``, ``Violation``, ``OpRecord``,

@@ -12,7 +12,7 @@ from ..keys import format_key
 from ..node import TreeNode
 from ..snapshot import NodeView, Snapshot, pool_views, take
 from .hash_writer import log_sha256
-from .memory import MemoryLimit, memory_limit
+from .memory import BIG, MemoryLimit, MemoryWatch, check_memory_limit, memory_limit
 from .records import Checkpoint, CleanupEvent, OpRecord, StaleEvent, Violation
 from .stale import StaleTracking
 from .wording import _CAPTURE, Steps, _describe, _nid, _Worded
@@ -37,7 +37,9 @@ class Ledger(StaleTracking, MemoryLimit):
         self.want_states = states  # checkpoints to rebuild operation ends (``iter_op_ends``) without snapshots
         self.checkpoint_every = max(1, int(checkpoint_every))
         self.checkpoint_steps = max(1, int(checkpoint_steps))
-        self.memory_limit_mb = memory_limit() if memory_limit_mb is None else memory_limit_mb
+        self.memory_limit_mb = memory_limit() if memory_limit_mb is None else check_memory_limit(memory_limit_mb)
+        self._watch = MemoryWatch(self.memory_limit_mb)  # what the run adds over the memory held now
+        self._mem_due = False  # inside an operation that moves many slots or tokens: checked at each call
         self._log: list[tuple] = []  # one compact entry per micro-step (see ``_words``); ``steps`` words them
         self.steps: Steps = Steps(self._log)
         self.snapshots: Sequence = []  # the recorder's lazy ``Timeline`` when it keeps snapshots
@@ -104,6 +106,9 @@ class Ledger(StaleTracking, MemoryLimit):
         self._op, self._actor = index, actor
         self.ops.append(OpRecord(index, actor, op, len(self._log)))
         self._log.append((index, actor, "op", self._stack, None, op))  # worded on demand: describe_op(op, actor)
+        if len(op.get("tokens") or ()) >= BIG:
+            self._mem_due = True
+            self._check_memory()
         if not self.replayable and self.cache is not None:
             self._per_step("op")
 
@@ -118,8 +123,9 @@ class Ledger(StaleTracking, MemoryLimit):
                 self._eager[-1] = self._snap()
         if self.want_invariants and self.cache is not None:
             self._close_invariants()
-        if self._ended == 1 or self._ended % 64 == 0:
+        if self._ended == 1 or self._ended % 64 == 0 or self._mem_due:
             self._check_memory()
+            self._mem_due = False
 
     def crash(self, crash) -> None:
         self.crashed = crash
@@ -127,6 +133,8 @@ class Ledger(StaleTracking, MemoryLimit):
 
     # --- hooks called by the cache: each appends one compact entry to ``_log`` (worded on demand, ``_words``) ---
     def enter(self, name: str, args: tuple) -> None:
+        if self._mem_due:
+            self._check_memory()
         if not args:
             nodes = ()
         elif len(args) == 1:  # most simulated calls take one argument
@@ -203,6 +211,9 @@ class Ledger(StaleTracking, MemoryLimit):
         if self._bc is not None:
             self._bc.pool_event(pool, what, slots)
         self._log.append((self._op, self._actor, what, self._stack, None, (pool, tuple(slots))))
+        if len(slots) >= BIG:
+            self._mem_due = True
+            self._check_memory()
         if not self.replayable and self.cache is not None:
             self._per_step(what)
 

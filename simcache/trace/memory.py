@@ -1,28 +1,59 @@
-"""The memory limit: a recorder checks the process's memory as it goes and stops a run that outgrows
-``memory_limit_mb`` (``$SIMCACHE_MEMORY_LIMIT_MB``, default 4096) with a ``TraceLimitError`` that says how to narrow
-it."""
+"""The memory limit: a run (a traced simulation, a search, a page build) may add at most ``memory_limit_mb`` to this
+process's resident memory over what it held when the run started (``$SIMCACHE_MEMORY_LIMIT_MB``, default 4096); past
+it, the run stops with a ``TraceLimitError`` sentence that says how to narrow it.
+
+- **What is measured**: what the run *adds* (``MemoryWatch``), never the whole process: the interpreter and torch
+  alone hold about 250 MB before anything runs, so a limit of the whole process would refuse a one-operation run.
+- **One rule** for ``--memory-limit`` and ``$SIMCACHE_MEMORY_LIMIT_MB`` (``parse_memory_limit``): plain decimal
+  megabytes (``2048``, ``0.5``, ``1e3``) above 0 and at most 1,048,576; words, NaN and infinities are refused. A
+  number from the Python API (``check_memory_limit``) follows the same rule, ``0`` turning the limit off.
+- **When it is checked**: after the first operation and every 64th, and inside an operation as soon as it touches
+  many slots or tokens (``BIG``): one request of a million tokens is stopped inside itself, not after it.
+"""
 from __future__ import annotations
 
+import math
 import os
+import re
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shown
 from .records import TraceLimitError
 
 DEFAULT_MEMORY_LIMIT_MB = 4096
+MAX_MEMORY_LIMIT_MB = 1 << 20  # a terabyte: beyond any machine this runs on
+ENV = "SIMCACHE_MEMORY_LIMIT_MB"
+BIG = 4096  # slots or tokens: an operation that moves this many is checked inside itself
+_NUMBER = re.compile(r"(?:[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12})(?:[eE][-+]?[0-9]{1,3})?")
+
+
+def parse_memory_limit(text: str, source: str = "--memory-limit") -> float:
+    """``--memory-limit`` or ``$SIMCACHE_MEMORY_LIMIT_MB`` (``source`` names which) as megabytes; one sentence
+    otherwise, the same rule for both."""
+    t = text.strip() if isinstance(text, str) else ""
+    value = float(t) if _NUMBER.fullmatch(t) else math.nan
+    if not 0 < value <= MAX_MEMORY_LIMIT_MB:
+        said = text if isinstance(text, str) and text.isprintable() and 0 < len(text) <= 30 else shown(text, 30)
+        example = "--memory-limit 2048" if source == "--memory-limit" else f"export {ENV}=4096, or unset it"
+        raise ConfigError(f"{source} takes megabytes above 0 and at most {MAX_MEMORY_LIMIT_MB:,} (plain digits like "
+                          f"2048, 0.5 or 1e3), not {said}; e.g. {example}")
+    return value
+
+
+def check_memory_limit(value, name: str = "memory_limit_mb") -> float:
+    """A limit given to the Python API: megabytes above 0 and at most 1,048,576, or 0 for none (never NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            value == 0 or 0 < value <= MAX_MEMORY_LIMIT_MB):
+        raise ConfigError(f"{name} must be megabytes above 0 and at most {MAX_MEMORY_LIMIT_MB:,} (or 0 for no limit), "
+                          f"not {shown(value, 40)}; e.g. {name}=2048")
+    return float(value)
 
 
 def memory_limit() -> float:
     """The memory ceiling in MB: ``$SIMCACHE_MEMORY_LIMIT_MB`` or ``DEFAULT_MEMORY_LIMIT_MB``."""
-    text = os.environ.get("SIMCACHE_MEMORY_LIMIT_MB")
+    text = os.environ.get(ENV)
     if text is None:
         return float(DEFAULT_MEMORY_LIMIT_MB)
-    t = text.strip()
-    value = float(t) if t.isascii() and t.replace(".", "", 1).isdigit() and len(t) <= 12 else 0.0
-    if not 0 < value <= (1 << 20):
-        raise ConfigError(f"the environment variable SIMCACHE_MEMORY_LIMIT_MB must be megabytes above 0 (plain "
-                          f"digits, at most 1048576), not {text[:30]!r}; e.g. export SIMCACHE_MEMORY_LIMIT_MB=4096, "
-                          f"or unset it")
-    return value
+    return parse_memory_limit(text, f"the environment variable {ENV}")
 
 
 def rss_mb() -> float | None:
@@ -39,16 +70,44 @@ def rss_mb() -> float | None:
             return None
 
 
+class MemoryWatch:
+    """What a run adds to the process's resident memory since the watch was made, against ``limit_mb`` (0: none)."""
+
+    def __init__(self, limit_mb: float) -> None:
+        self.limit_mb = limit_mb
+        self.base = rss_mb() if limit_mb else None
+
+    def over(self) -> tuple[float, float] | None:
+        """(MB added, MB held now) when the run added more than the limit, else None."""
+        if not self.limit_mb or self.base is None:
+            return None
+        used = rss_mb()
+        if used is None or used - self.base <= self.limit_mb:
+            return None
+        return used - self.base, used
+
+    def said(self, added: float, used: float) -> str:
+        return (f"the memory limit of {self.limit_mb:,.0f} MB (it added {added:,.0f} MB to the {self.base:,.0f} MB "
+                f"the process held when it started)")
+
+    def check(self, what: str, fix: str) -> None:
+        """Raise ``TraceLimitError``: ``{what} outgrew the memory limit ...; {fix}`` when over the limit."""
+        got = self.over()
+        if got is not None:
+            raise TraceLimitError(f"{what} outgrew {self.said(*got)}; {fix}")
+
 
 class MemoryLimit:
-    """The recorder's memory check (a mixin of ``Ledger``: reads ``memory_limit_mb`` and ``ops``)."""
+    """The recorder's memory check (a mixin of ``Ledger``: reads ``memory_limit_mb``, ``ops`` and ``_watch``)."""
 
     def _check_memory(self) -> None:
-        used = rss_mb()
-        if used is not None and self.memory_limit_mb and used > self.memory_limit_mb:
-            k = self.ops[-1].index if self.ops else 0
-            raise TraceLimitError(
-                f"this run's trace outgrew the memory limit of {self.memory_limit_mb:.0f} MB at operation {k} "
-                f"({used:.0f} MB in use); narrow it to fewer operations with --ops A:B "
-                f"(e.g. --ops {k // 2}:{max(k, 1)}), "
-                f"or raise the limit with --memory-limit MB")
+        watch = self._watch
+        got = watch.over()
+        if got is None:
+            return
+        k = self.ops[-1].index if self.ops else 0
+        fix = (f"narrow it to fewer operations with --ops A:B (e.g. --ops {k // 2}:{k}), or raise the limit with "
+               f"--memory-limit MB") if k > 0 else (
+            "its set-up and operation 0 alone need more: raise the limit with --memory-limit MB, or make the "
+            "scenario's pools or its first operation smaller")
+        raise TraceLimitError(f"this run outgrew {watch.said(*got)} at operation {k}; {fix}")
