@@ -178,6 +178,16 @@ class Tally:
             count_schedules(self.plan.lengths) if total is None else total, time.perf_counter() - started)
 
 
+SEARCH_FIX = "give a smaller --budget or --bound, or raise $SIMCACHE_MEMORY_LIMIT_MB"
+
+
+def search_watch():
+    """What a search adds to the process's memory, against ``$SIMCACHE_MEMORY_LIMIT_MB`` (checked once a round)."""
+    from ..trace.memory import MemoryWatch, memory_limit
+
+    return MemoryWatch(memory_limit())
+
+
 def finish(m: Machine, damage: dict) -> RunOut:
     """A terminal machine's result; ``damage`` memoises the pool accounting by end state."""
     end = m.key() + signature(m.crash).encode()

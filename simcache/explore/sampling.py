@@ -21,7 +21,7 @@ from ..gcpace import fewer_collections
 from ..pool import worker_deaths
 from . import workers
 from .machine import Machine, Plan
-from .results import ExploreResult, RunOut, Tally, count_schedules, finish
+from .results import SEARCH_FIX, ExploreResult, RunOut, Tally, count_schedules, finish, search_watch
 
 
 def draw_random(rng: random.Random, lengths: tuple[int, ...]) -> tuple[int, ...]:
@@ -94,8 +94,6 @@ def _mapped(pool, draws: Iterator[tuple[int, ...]], jobs: int, budget: int) -> I
 def sampled(plan: Plan, preset: str, strategy: str, seed: int, budget: int, depth: int = 3, jobs: int = 1,
             until: str | None = None, progress=None) -> ExploreResult:
     """Run ``budget`` drawn schedules (``strategy`` random or pct), each drawn just before it is needed."""
-    from .search import SEARCH_FIX, search_watch
-
     started = time.perf_counter()
     watch = search_watch()
     rng = random.Random(seed)

@@ -30,7 +30,7 @@ from ..gcpace import fewer_collections
 from ..pool import died
 from . import workers
 from .machine import Machine, Plan
-from .results import ExploreResult, RunOut, Tally, count_text, finish
+from .results import SEARCH_FIX, ExploreResult, RunOut, Tally, count_text, finish, search_watch
 from .sampling import sampled
 
 STRATEGIES = ("exhaustive", "random", "pct")
@@ -97,16 +97,6 @@ def _expand(plan: Plan, item: _Item, bound: int | None, mode: str, damage: dict)
 def _expand_remote(args) -> tuple[list[Child], bool]:
     item, bound = args
     return _expand(workers.PLAN, item, bound, "fork", workers.DAMAGE)
-
-
-SEARCH_FIX = "give a smaller --budget or --bound, or raise $SIMCACHE_MEMORY_LIMIT_MB"
-
-
-def search_watch():
-    """What a search adds to the process's memory, against ``$SIMCACHE_MEMORY_LIMIT_MB`` (checked once a round)."""
-    from ..trace.memory import MemoryWatch, memory_limit
-
-    return MemoryWatch(memory_limit())
 
 
 BATCH = 32  # prefixes expanded per round (one process-pool map); fixed, so any ``jobs`` gives the same order
