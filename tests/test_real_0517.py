@@ -156,3 +156,15 @@ def test_explore_confirms_or_prints_a_disagreement_never_hides_it(real, capsys):
     assert out[at + 1:] == [
         "  DISAGREEMENT    first failure with AssertionError: non-leaf, node.id=# @ _evict_regular (pf R6 pf mem): the "
         "model says AssertionError: non-leaf, node.id=# @ _evict_regular; the real code says clean (not reproduced)"]
+
+
+@needs_preset
+def test_explore_confirm_real_confirms_every_gallery_failure_the_release_preset_finds(real, capsys):
+    confirmed = 0
+    for name in gallery():
+        assert main(["explore", name, "--preset", RELEASE, "--strategy", "random", "--budget", "40", "--seed", "3",
+                     "--confirm-real", "0.5.17", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)["confirm_real"]
+        assert doc["disagreements"] == 0, (name, doc["lines"])
+        confirmed += len(doc["results"])
+    assert confirmed >= 3  # the seeded search finds failures in several scenarios, each replayed
