@@ -255,3 +255,11 @@ def test_an_installed_sglang_is_never_imported_when_a_path_is_named(cache, tmp_p
     loaded = load(resolve(str(make_tree(tmp_path / "named")), None, HI_MAMBA.files), HI_MAMBA)
     assert loaded.module("sglang.srt.made.up").Thing.__name__ == "Thing"  # a placeholder, not the installed text
     assert all(str(p).startswith(str((tmp_path / "named").resolve())) for p in loaded.real.values())
+
+
+def test_a_bad_confirm_real_source_fails_before_the_search(cache, capsys, tmp_path, monkeypatch):
+    import simcache.explore.cli as explore_cli
+
+    monkeypatch.setattr(explore_cli, "explore", lambda *a, **k: pytest.fail("the search ran before the check"))
+    assert sentence(capsys, "explore", "scenario_a", "--confirm-real", str(tmp_path / "nope")) == (
+        f"simcache: --sglang {tmp_path / 'nope'}: no such folder; give a SGLang checkout or an unpacked wheel")

@@ -64,6 +64,10 @@ def cli_explore(a) -> int:
             check_folder(a.out, [*ARTEFACT_NAMES, test_file_name(sc)])
         except SimcacheError as e:
             raise UsageError(str(e)) from None
+    if getattr(a, "confirm_real", None) is not None:  # a bad source fails before the search (the load is kept)
+        from ..real.compare import loaded_for, parse_word
+
+        loaded_for(*parse_word(a.confirm_real))
     reduce = getattr(a, "reduce", "state")
     if bound is None and a.strategy == "exhaustive" and reduce != "dpor":
         bound = DEFAULT_BOUND
