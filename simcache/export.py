@@ -119,12 +119,17 @@ def _bar(total: int, progress: bool | None):
 
 
 def _tour_stops(tour, run) -> tuple[list[dict], set[int]]:
-    """The tour's stops as page data (frame indices filled in later) and the micro-steps the page must hold."""
+    """The tour's stops as page data (frame indices filled in later) and the micro-steps the page must hold: each
+    stop's choices in the tour's shuffled order, where the right one is, and each wrong one's hint."""
     from .tour import checked
 
     t, _, steps = checked(tour, run)
-    stops = [dict(step=step, title=s.title, ask=s.ask, choices=[c.text for c in s.choices], answer=s.answer,
-                  explain=s.explain) for s, step in zip(t.stops, steps, strict=True)]
+    stops = []
+    for i, (s, step) in enumerate(zip(t.stops, steps, strict=True)):
+        order = t.order(i)
+        stops.append(dict(step=step, title=s.title, ask=s.ask, choices=[s.choices[k].text for k in order],
+                          answer=order.index(s.answer), hints=["" if k == s.answer else s.hint_for(k) for k in order],
+                          explain=s.explain))
     return stops, {x for step in steps for x in (step, max(0, step - 1))}
 
 
@@ -167,10 +172,12 @@ def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dic
                 dot=dot_only, tour=stops, tour_title=tour.title if tour is not None else None)
 
 
-def _header(run, compare, note: str | None = None) -> str:
+def _header(run, compare, note: str | None = None, touring: bool = False) -> str:
     sc = run.scenario
     who = f"{run.preset} vs {compare.preset}" if compare is not None else run.preset
     outcome = "; ".join(f"<b>{escape(r.preset)}</b>: {escape(_outcome(r))}" for r in (run, compare) if r is not None)
+    if touring:  # the tour asks how the run ends: the header must not say it
+        outcome = "the outcome is for the tour to reveal"
     about = f"<p>{escape(sc.title or sc.description)}</p>" if (sc.title or sc.description) else ""
     extra = f'<p class="header-note">{escape(note)}</p>' if note else ""  # e.g. the real code's outcome
     return (f"<h1>simcache · {escape(sc.name)} · {escape(who)}</h1>{about}"
@@ -233,7 +240,8 @@ def _tour_section(data: dict, tour) -> str:
     intro = f"<p>{escape(tour.intro)}</p>" if tour.intro else ""
     return (f'<section id="tour"><h2>Tour: {escape(data["tour_title"])}</h2>{intro}<div id="tour-q"></div>'
             f'<div id="tour-choices"></div><div id="tour-feedback"></div>'
-            f'<button id="tour-prev">&#9664; previous stop</button><button id="tour-next">next stop &#9654;</button>'
+            f'<button id="tour-prev">&#9664; previous stop</button><button id="tour-giveup">show the answer</button>'
+            f'<button id="tour-next">next stop &#9654;</button><p id="tour-score"></p>'
             f"</section>")
 
 
@@ -250,7 +258,8 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
     block = _data_block(data)
     _within_limit(run)
     runs = [run] + ([compare] if compare is not None else [])
-    lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=f"{r.preset}: {r.outcome}") for r in runs]
+    lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=r.preset if data["tour"] else f"{r.preset}: "
+                          f"{r.outcome}") for r in runs]  # a tour's page keeps the outcome for the tour to reveal
     cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
                    f'<div class="tree sc-tree sc-t{i}"></div><div class="timeline">{lane}</div></section>'
                    for i, (r, lane) in enumerate(zip(runs, lanes, strict=True)))
@@ -266,7 +275,7 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
         script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + script
     # the data block and the script go in the head: the Graphviz build compiles and the block inflates while the
     # body (a long run's timeline: thousands of blocks) is parsed; the script starts the page once the body is there
-    head = _header(run, compare, header_note)
+    head = _header(run, compare, header_note, bool(data["tour"]))
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: {escape(run.scenario.name)}'
             f"</title><style>{css}</style>{block}<script>{script}</script></head><body>{head}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'

@@ -58,6 +58,8 @@ class PlayerModel:
         self.cursor = 0
         self.hide_host = self.hide_mamba = False
         self.message = ""  # what the last jump found (or did not), for the note line
+        self.limit: int | None = None  # the last position the cursor may reach (a tour hides what follows)
+        self.hide_outcome = False  # a tour keeps the run's outcome out of the timeline's title
         self.divergence = first_divergence(run.trace, compare_run.trace) if compare_run is not None else None
         self.positions, self.position_op = compare_positions([r.trace for r in self.runs])
         self._frames: dict[tuple, Frame] = {}
@@ -75,7 +77,8 @@ class PlayerModel:
         return len(self.positions)
 
     def go(self, step: int) -> int:
-        self.cursor = max(0, min(int(step), self.num_steps - 1))
+        hi = self.num_steps - 1 if self.limit is None else min(self.limit, self.num_steps - 1)
+        self.cursor = max(0, min(int(step), hi))
         return self.cursor
 
     def step(self, delta: int = 1) -> int:
@@ -120,8 +123,12 @@ class PlayerModel:
             where = "either run" if len(self.runs) > 1 else "this run"
             self.message = f"No {'later' if direction > 0 else 'earlier'} {kind.replace('-', ' ')} moment in {where}."
             return False
+        target = min(targets) if direction > 0 else max(targets)
+        if self.limit is not None and target > self.limit:
+            self.message = "The tour keeps what comes next hidden: answer its question first."
+            return False
         self.message = ""
-        self.go(min(targets) if direction > 0 else max(targets))
+        self.go(target)
         return True
 
     def jump_to_divergence(self) -> bool:
@@ -166,7 +173,8 @@ class PlayerModel:
 
     def timeline(self, which: int = 0) -> str:
         run = self.runs[which]
-        return timeline_svg(run.trace, self.step_of(which), title=f"{run.preset}: {run.outcome}")
+        return timeline_svg(run.trace, self.step_of(which), hide_after=self.limit,
+                            title=run.preset if self.hide_outcome else f"{run.preset}: {run.outcome}")
 
     def divergence_note(self) -> str:
         if len(self.runs) < 2:

@@ -1,12 +1,18 @@
 """Tour files: the vocabulary of a tour and the strict reading of one (YAML or JSON, ``simcache/tours/``).
 
-A tour is a title, the scenario and preset it runs, an optional intro and 1 to 20 *stops*; a stop is where
-(``at``), a question (``ask``), 2 to 6 *choices* (each a text and a *claim* about the state, exactly one
-``correct: true``) and the feedback (``explain``). ``tour.py`` places the stops on a run and checks the claims;
-docs/tours.md is the teacher's guide. Anything else in a file is refused with one sentence naming where and how.
+A tour is a title, the scenario and preset it runs, an optional intro, a *seed* (the choices of each stop are
+shown in an order drawn from it, the same every time) and 1 to 20 *stops*; a stop is where (``at``), a question
+(``ask``), 2 to 6 *choices* (each a text and a *claim* about the state, exactly one ``correct: true``; a wrong one
+may carry the ``hint`` a learner who picks it gets before trying again), an optional ``hint`` for wrong picks
+without their own, and the feedback (``explain``). ``tour.py`` places the stops on a run and checks the claims;
+docs/tours.md is the teacher's guide. A file is read through ``safe_io`` (a regular file, at most ``MAX_BYTES``)
+and every field's type is checked before it is used: anything else is refused with one sentence naming where and
+how.
 """
 from __future__ import annotations
 
+import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,10 @@ CLAIMS = {"holds": ("node", "holder"), "attached": ("node", "is"), "parent": ("n
           "outcome": ("is", "raised_in")}
 _OPTIONAL = {"violated": {"is"}, "outcome": {"raised_in"}}
 MAX_STOPS, MAX_CHOICES, MAX_TEXT = 20, 6, 2000
+MAX_BYTES = 1_000_000  # a tour file is a few KB; 20 stops of 6 choices at MAX_TEXT each stay far under this
+MAX_SEED = 2**32 - 1
+AT_MODES = ("moment", "kind", "op_end", "returns")
+DEFAULT_HINT = "Not quite. Look at the frame again (the code pane shows what each call holds) and try another answer."
 
 
 class TourError(ConfigError):
@@ -35,6 +45,7 @@ class Choice:
     text: str
     claim: dict
     correct: bool
+    hint: str = ""  # what a learner who picks this (wrong) choice is told before trying again
 
 
 @dataclass(frozen=True)
@@ -44,10 +55,15 @@ class Stop:
     ask: str
     choices: tuple[Choice, ...]
     explain: str
+    hint: str = ""  # for a wrong pick whose choice has no hint of its own
 
     @property
     def answer(self) -> int:
         return next(i for i, c in enumerate(self.choices) if c.correct)
+
+    def hint_for(self, choice: int) -> str:
+        """What a learner who picked the wrong choice ``choice`` (an index into ``choices``) is told."""
+        return self.choices[choice].hint or self.hint or DEFAULT_HINT
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,15 @@ class Tour:
     preset: str
     intro: str
     stops: tuple[Stop, ...]
+    seed: int = 0
+    source: str = ""  # the file it was read from ("" for a tour built from data): a scenario path is relative to it
+
+    def order(self, index: int) -> list[int]:
+        """Stop ``index``'s choices in the order a learner sees them (indices into its ``choices``): a shuffle
+        drawn from the tour's seed and the stop's number, so the same tour always shows the same order."""
+        ids = list(range(len(self.stops[index].choices)))
+        random.Random(f"simcache-tour:{self.seed}:{index}").shuffle(ids)
+        return ids
 
 
 def _text(v, where: str) -> str:
@@ -95,15 +120,21 @@ def _bool(v, where: str) -> bool:
     return v
 
 
+def _one_of(v, where: str, names) -> str:
+    if not isinstance(v, str) or v not in names:
+        raise TourError(f"{where} is {shown(v, 40)}; choose one of {', '.join(names)}")
+    return v
+
+
 def _at(d, where: str) -> dict:
-    d = _keys(d, where, set(), {"moment", "nth", "kind", "node", "parent", "function", "op_end"})
-    modes = [k for k in ("moment", "kind", "op_end") if k in d]
+    d = _keys(d, where, set(), {"moment", "nth", "kind", "node", "parent", "function", "op_end", "returns"})
+    modes = [k for k in AT_MODES if k in d]
     if len(modes) != 1:
-        raise TourError(f"{where} needs exactly one of moment, kind or op_end, e.g. {{moment: went-stale}}")
-    if "moment" in d and d["moment"] not in MOMENT_KINDS:
-        raise TourError(f"{where}.moment is {shown(d['moment'], 40)}; choose one of {', '.join(MOMENT_KINDS)}")
-    if "kind" in d and d["kind"] not in STEP_KINDS:
-        raise TourError(f"{where}.kind is {shown(d['kind'], 40)}; choose one of {', '.join(STEP_KINDS)}")
+        raise TourError(f"{where} needs exactly one of moment, kind, op_end or returns, e.g. {{moment: went-stale}}")
+    if "moment" in d:
+        _one_of(d["moment"], f"{where}.moment", MOMENT_KINDS)
+    if "kind" in d:
+        _one_of(d["kind"], f"{where}.kind", STEP_KINDS)
     for k in ("nth", "op_end"):
         if k in d and (not isinstance(d[k], int) or isinstance(d[k], bool) or not (k == "nth") <= d[k] < 10**6):
             raise TourError(f"{where}.{k} must be a whole number{' from 1' if k == 'nth' else ''}, not "
@@ -116,7 +147,9 @@ def _at(d, where: str) -> dict:
         if k in d:
             d[k] = _node_ref(d[k], f"{where}.{k}")
     if "function" in d:
-        _text(d["function"], f"{where}.function")
+        d["function"] = _text(d["function"], f"{where}.function")
+    if "returns" in d:
+        d["returns"] = _text(d["returns"], f"{where}.returns")
     return dict(d)
 
 
@@ -135,69 +168,94 @@ def _claim(d, where: str) -> dict:
     if name == "parent":
         args["is"] = _node_ref(args["is"], f"{where}.parent.is")
     elif name == "outcome":
-        if args["is"] not in ("assertion", "clean"):
+        if not isinstance(args["is"], str) or args["is"] not in ("assertion", "clean"):
             raise TourError(f"{where}.outcome.is must be assertion or clean, not {shown(args['is'], 40)}")
+        if "raised_in" in args:
+            args["raised_in"] = _text(args["raised_in"], f"{where}.outcome.raised_in")
     elif name == "holds":
-        _text(args["holder"], f"{where}.holds.holder")
+        args["holder"] = _text(args["holder"], f"{where}.holds.holder")
     elif name == "violated":
-        if args["invariant"] not in INVARIANTS:
-            raise TourError(f"{where}.violated.invariant is {shown(args['invariant'], 40)}; choose one of "
-                            f"{', '.join(INVARIANTS)}")
+        _one_of(args["invariant"], f"{where}.violated.invariant", tuple(INVARIANTS))
         args["is"] = _bool(args.get("is", True), f"{where}.violated.is")
     elif "is" in args:
         args["is"] = _bool(args["is"], f"{where}.{name}.is")
     return {name: args}
 
 
-def from_doc(doc: Any, name: str = "tour") -> Tour:
-    """A ``Tour`` from plain data (a parsed tour file), validated strictly."""
-    d = _keys(doc, name, {"title", "scenario", "preset", "stops"}, {"intro"})
+def _seed(v, where: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_SEED:
+        raise TourError(f"{where} must be a whole number from 0 to {MAX_SEED:,}, not {shown(v, 40)}")
+    return v
+
+
+def from_doc(doc: Any, name: str = "tour", source: str = "") -> Tour:
+    """A ``Tour`` from plain data (a parsed tour file), validated strictly; ``source``: the file it came from."""
+    if not isinstance(name, str):
+        raise TourError(f"a tour's name is text, not {shown(name, 40)}")
+    d = _keys(doc, name, {"title", "scenario", "preset", "stops"}, {"intro", "seed"})
     stops_doc = d["stops"]
     if not isinstance(stops_doc, list) or not 1 <= len(stops_doc) <= MAX_STOPS:
         raise TourError(f"{name}.stops must be a list of 1 to {MAX_STOPS} stops, not {shown(stops_doc, 40)}")
     stops = []
     for i, s in enumerate(stops_doc, 1):
         w = f"{name} stop {i}"
-        s = _keys(s, w, {"at", "ask", "choices", "explain"}, {"title"})
+        s = _keys(s, w, {"at", "ask", "choices", "explain"}, {"title", "hint"})
         ch = s["choices"]
         if not isinstance(ch, list) or not 2 <= len(ch) <= MAX_CHOICES:
             raise TourError(f"{w}.choices must be a list of 2 to {MAX_CHOICES} choices, not {shown(ch, 40)}")
         choices = []
         for j, c in enumerate(ch, 1):
-            c = _keys(c, f"{w} choice {j}", {"text", "claim"}, {"correct"})
+            c = _keys(c, f"{w} choice {j}", {"text", "claim"}, {"correct", "hint"})
+            correct = _bool(c.get("correct", False), f"{w} choice {j}.correct")
+            if correct and "hint" in c:
+                raise TourError(f"{w} choice {j} is the correct one: a hint is for a wrong choice (the feedback for "
+                                f"the right one is the stop's explain)")
             choices.append(Choice(_text(c["text"], f"{w} choice {j}.text"), _claim(c["claim"], f"{w} choice {j}"),
-                                  _bool(c.get("correct", False), f"{w} choice {j}.correct")))
+                                  correct, _text(c["hint"], f"{w} choice {j}.hint") if "hint" in c else ""))
         if sum(c.correct for c in choices) != 1:
             raise TourError(f"{w} must mark exactly one choice 'correct: true' (it marks "
                             f"{sum(c.correct for c in choices)})")
         stops.append(Stop(_at(s["at"], f"{w}.at"), _text(s.get("title", f"Stop {i}"), f"{w}.title"),
-                          _text(s["ask"], f"{w}.ask"), tuple(choices), _text(s["explain"], f"{w}.explain")))
+                          _text(s["ask"], f"{w}.ask"), tuple(choices), _text(s["explain"], f"{w}.explain"),
+                          _text(s["hint"], f"{w}.hint") if "hint" in s else ""))
     from .versions import PRESETS
 
-    if d["preset"] not in PRESETS:
-        raise TourError(f"{name}.preset is {shown(d['preset'], 40)}; choose one of {', '.join(PRESETS)}")
-    return Tour(name, _text(d["title"], f"{name}.title"), _text(d["scenario"], f"{name}.scenario"), d["preset"],
-                _text(d["intro"], f"{name}.intro") if "intro" in d else "", tuple(stops))
+    preset = _one_of(d["preset"], f"{name}.preset", tuple(PRESETS))
+    return Tour(name, _text(d["title"], f"{name}.title"), _text(d["scenario"], f"{name}.scenario"), preset,
+                _text(d["intro"], f"{name}.intro") if "intro" in d else "", tuple(stops),
+                _seed(d.get("seed", 0), f"{name}.seed"), source)
 
 
 def gallery() -> dict[str, Path]:
     return {p.stem: p for p in sorted(TOURS_DIR.glob("*.yaml"))}
 
 
-def load(name_or_path: str | Path) -> Tour:
-    """A gallery tour by name (``crash_pr``) or a tour file (``.yaml``, ``.yml`` or ``.json``)."""
+def load(name_or_path: str | os.PathLike) -> Tour:
+    """A gallery tour by name (``crash_pr``) or a tour file (``.yaml``, ``.yml`` or ``.json``), read through
+    ``safe_io`` (a regular file of at most ``MAX_BYTES``; a folder, a FIFO or a device is refused as such)."""
+    from .errors import FileError
+    from .safe_io import read_bytes
     from .safe_yaml import load_json, load_yaml
 
+    if isinstance(name_or_path, Tour):
+        return name_or_path
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path):
+        raise TourError(f"a tour is a gallery name or a tour file, not {shown(name_or_path, 40)}; e.g. "
+                        f"load('crash_pr'); gallery tours: {', '.join(gallery())}")
     path = gallery().get(str(name_or_path)) or Path(name_or_path)
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO or a folder exists: safe_io says what it is
         raise TourError(f"no tour named {shown(str(name_or_path), 60)} and no such file; gallery tours: "
                         f"{', '.join(gallery())}")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TourError(f"cannot read tour file {path.name}: {e.__class__.__name__}; give a UTF-8 text file") from None
+        raw = read_bytes(path, MAX_BYTES, "tour file")
+    except FileError as e:
+        raise TourError(str(e).replace("give a YAML or JSON file", "give a YAML or JSON tour file")) from None
     try:
-        doc = load_json(text, path.name) if path.suffix == ".json" else load_yaml(text, path.name)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TourError(f"cannot read tour file {path.name}: it is not UTF-8 text; give a UTF-8 text file") from None
+    try:
+        doc = load_json(text, path.name) if path.suffix.lower() == ".json" else load_yaml(text, path.name)
     except SimcacheError as e:
         raise TourError(str(e)) from None
-    return from_doc(doc, path.stem)
+    return from_doc(doc, path.stem, str(path))

@@ -72,7 +72,7 @@ def with_stops(tour, *ats):
 
 def test_where_each_kind_of_stop_lands(run, tour):
     t = run.trace
-    assert stop_steps(tour, run) == [49, 122, 124, 130, 222, 261, 262]
+    assert stop_steps(tour, run) == [49, 122, 123, 124, 130, 222, 261, 262]
     first = t.ops[0].last_step
     nxt = t.steps[first + 1]
     assert nxt.kind == "op"
@@ -144,12 +144,40 @@ def test_check_lists_every_disagreement_and_checked_says_the_first(run, tour):
 def test_taking_a_tour(run, tour):
     model = TourModel(tour, run)
     assert model.run is run and model.index == 0 and model.chosen is None and model.steps == stop_steps(tour, run)
-    assert model.step == 48 and not model.revealed
+    assert model.step == 48 and not model.revealed and model.limit == 48
+    assert model.orders == [tour.order(i) for i in range(len(tour.stops))] and model.orders[0] == [2, 0, 1]
+    assert [c.text for c in model.choices] == [tour.stops[0].choices[k].text for k in (2, 0, 1)]
+    assert model.answer_position == 1  # the right choice (index 0 in the file) is shown second
     n = len(model.stop.choices)
-    for bad in (n, -1):
+    for bad in (n, -1, "1", 1.0, True):
         with pytest.raises(ConfigError) as e:
             model.answer(bad)
-        assert str(e.value) == f"choice {bad} is not one of 0..{n - 1}"
-    assert model.answer(n - 1)[0] is False and model.step == 49
-    assert model.go(99) == len(tour.stops) - 1 and model.stop is tour.stops[-1] and model.chosen is None
-    assert model.go(-5) == 0
+        assert str(e.value) == f"choice {bad!r} is not one of 0..{n - 1}"
+    assert model.go(5) == 0  # no stop past the first open one
+    assert model.answer(0) == (False, tour.stops[0].choices[2].hint) and not model.revealed and model.step == 48
+    with pytest.raises(ConfigError) as e:
+        model.answer(0)
+    assert str(e.value) == "choice 0 was already tried at this stop; pick another"
+    right, text = model.answer(1)
+    assert right and model.revealed and model.step == 49 and model.chosen == 1
+    assert text == f"Right, at try 2: “{tour.stops[0].choices[0].text}”. {tour.stops[0].explain}"
+    with pytest.raises(ConfigError) as e:
+        model.answer(2)
+    assert str(e.value) == "stop 1 is already answered; go to another stop"
+    assert model.score == 0 and model.limit == 121  # stop 2 (step 122) is open: the frame before it
+    assert model.score_text() == "Score: 0 of 1 answered right at the first try (8 stops in all)."
+    assert model.go(1) == 1 and model.step == 121
+    right, text = model.answer(model.answer_position)
+    assert right and text == f"Right. {tour.stops[1].explain}" and model.score == 1
+    assert model.limit == 122  # stop 3 asks over stop 2's own frame
+    model.go(2)
+    assert model.step == 122 and model.give_up() == (f"The answer is “{tour.stops[2].choices[0].text}”. "
+                                                      f"{tour.stops[2].explain}")
+    assert model.revealed and model.score == 1 and model.limit == 123 and not model.done
+    assert model.go(99) == 3 and model.go(-5) == 0 and model.revealed and model.step == 49
+    with pytest.raises(ConfigError):
+        model.go("1")
+    for i in range(3, len(tour.stops)):
+        model.go(i)
+        model.answer(model.answer_position)
+    assert model.done and model.limit is None and model.score == len(tour.stops) - 2

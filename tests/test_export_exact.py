@@ -309,16 +309,22 @@ def test_a_tour_page_has_its_section_and_stops_name_their_frames():
     t = load("crash_pr")
     assert data["tour_title"] == t.title and len(data["tour"]) == len(t.stops)
     frames = data["runs"][0]["frames"]
-    for stop, s in zip(data["tour"], t.stops, strict=True):
-        assert (stop["title"], stop["ask"], stop["choices"], stop["answer"], stop["explain"]) == \
-            (s.title, s.ask, [c.text for c in s.choices], s.answer, s.explain)
+    for i, (stop, s) in enumerate(zip(data["tour"], t.stops, strict=True)):  # choices in the tour's order
+        order = t.order(i)
+        assert (stop["title"], stop["ask"], stop["choices"], stop["answer"], stop["hints"], stop["explain"]) == \
+            (s.title, s.ask, [s.choices[k].text for k in order], order.index(s.answer),
+             ["" if k == s.answer else s.hint_for(k) for k in order], s.explain)
         assert frames[stop["frame"]]["step"] == stop["step"]
         assert frames[stop["before"]]["step"] == max(0, stop["step"] - 1)
     intro = f"<p>{t.intro}</p>" if t.intro else ""
     section = (f'<section id="tour"><h2>Tour: {t.title}</h2>{intro}<div id="tour-q"></div><div id="tour-choices">'
                '</div><div id="tour-feedback"></div><button id="tour-prev">&#9664; previous stop</button>'
-               '<button id="tour-next">next stop &#9654;</button></section><div id="layout" class="layout-1">')
+               '<button id="tour-giveup">show the answer</button><button id="tour-next">next stop &#9654;</button>'
+               '<p id="tour-score"></p></section><div id="layout" class="layout-1">')
     assert section in html
+    # the outcome is the tour's to reveal: not in the header, not in the timeline's title
+    assert "the outcome is for the tour to reveal</p>" in html and "pre_fix: assertion" not in html
+    assert "AssertionError" not in html.split("<body>")[1].split('<section id="tour">')[0]
     assert export._tour_section(dict(data, tour=[]), t) == ""
     assert t.intro and export._tour_section(data, replace(t, intro="")).startswith(
         f'<section id="tour"><h2>Tour: {t.title}</h2><div id="tour-q"></div>')

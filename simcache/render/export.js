@@ -32,6 +32,7 @@
 function simcacheStart(D, viz) {
   "use strict";
   var F0 = D.runs[0].frames, N = F0.length, cur = 0;
+  var limit = N - 1;  // the last frame a learner may see: a tour keeps the frames past its open question hidden
   function text(store, k) {  // a stored text; in a packed block, its pieces joined
     var t = store[k];
     if (typeof t === "string") { return t; }
@@ -84,7 +85,7 @@ function simcacheStart(D, viz) {
   });
 
   function show(i) {
-    cur = Math.max(0, Math.min(N - 1, i));
+    cur = Math.max(0, Math.min(limit, i));
     D.runs.forEach(function (r, j) {
       var f = r.frames[cur], sec = $("run" + j);
       sec.querySelector(".caption").textContent = f.caption;
@@ -119,6 +120,7 @@ function simcacheStart(D, viz) {
   }
 
   function jump(kind) {
+    if (limit < N - 1) { return false; }  // a tour's question is open: a jump would give its answer away
     for (var k = 1; k <= N; k++) {
       var i = (cur + k) % N;  // wraps around: from the end, a jump goes back to the first one
       if (marks[i][kind]) { show(i); return true; }
@@ -169,14 +171,58 @@ function simcacheStart(D, viz) {
   if (D.tour && D.tour.length) { startTour(); }
   document.body.setAttribute("data-ready", "1");
 
-  // the tour: each stop asks first (the frame before it shown), then reveals its frame with the feedback
+  // the tour: each stop asks first (the frame before it shown, nothing later reachable); a wrong pick shows its hint
+  // and is locked, the learner tries again; the right pick (or "show the answer") reveals the stop's frame. The score
+  // counts the stops right at the first try; "next stop" opens once a stop is answered.
   function startTour() {
-    var k = 0;
+    var T = D.tour, k = 0, wrong = T.map(function () { return []; }), solved = T.map(function () { return false; });
+    var gaveUp = T.map(function () { return false; }), jumps = document.querySelector(".jumps");
+    function firstOpen() { var j = solved.indexOf(false); return j < 0 ? null : j; }
+    function setLimit() {
+      var j = firstOpen();
+      limit = j === null ? N - 1 : Math.max(T[j].before, j > 0 ? T[j - 1].frame : 0);
+      var step = F0[limit].step, open = j !== null;
+      Array.prototype.forEach.call(document.querySelectorAll(".timeline g[data-step]"), function (g) {
+        g.classList.toggle("tl-hidden", open && parseInt(g.getAttribute("data-step"), 10) > step);
+      });
+      if (jumps) { jumps.style.visibility = open ? "hidden" : ""; }
+      document.body.setAttribute("data-tour-limit", String(limit));
+    }
+    function score() {
+      var right = 0, answered = 0;
+      T.forEach(function (s, i) {
+        if (solved[i]) { answered++; if (!wrong[i].length && !gaveUp[i]) { right++; } }
+      });
+      $("tour-score").textContent = "Score: " + right + " of " + answered + " answered right at the first try (" +
+        T.length + " stops in all)." + (firstOpen() === null ? " The tour is over: the whole run is open." : "");
+      document.body.setAttribute("data-tour-score", String(right));
+    }
+    function feedback(i) {
+      var s = T[i], lead = "Right.";
+      if (gaveUp[i]) { lead = "The answer is \u201c" + s.choices[s.answer] + "\u201d."; }
+      else if (wrong[i].length) { lead = "Right, at try " + (wrong[i].length + 1) + ": \u201c" + s.choices[s.answer] + "\u201d."; }
+      return lead + " " + s.explain;
+    }
+    function paint() {
+      var s = T[k];
+      Array.prototype.forEach.call($("tour-choices").children, function (btn, j) {
+        btn.disabled = solved[k] || wrong[k].indexOf(j) >= 0;
+        btn.classList.toggle("right", solved[k] && j === s.answer);
+        btn.classList.toggle("wrong", wrong[k].indexOf(j) >= 0);
+      });
+      $("tour-prev").disabled = k === 0;
+      $("tour-next").disabled = k === T.length - 1 || !solved[k];
+      $("tour-giveup").disabled = solved[k];
+      setLimit();
+      score();
+      show(solved[k] ? s.frame : s.before);
+    }
     function ask(i) {
-      k = Math.max(0, Math.min(D.tour.length - 1, i));
-      var s = D.tour[k], q = $("tour-q"), box = $("tour-choices");
+      var open = firstOpen();
+      k = Math.max(0, Math.min(T.length - 1, i, open === null ? T.length - 1 : open));
+      var s = T[k], q = $("tour-q"), box = $("tour-choices");
       var b = document.createElement("b"), p = document.createElement("p");
-      b.textContent = "Stop " + (k + 1) + " of " + D.tour.length + ": " + s.title;
+      b.textContent = "Stop " + (k + 1) + " of " + T.length + ": " + s.title;
       p.textContent = s.ask;
       q.innerHTML = "";
       q.append(b, p);
@@ -188,28 +234,44 @@ function simcacheStart(D, viz) {
         btn.onclick = function () { answer(j); };
         box.appendChild(btn);
       });
-      $("tour-feedback").textContent = "Choose an answer to reveal the frame.";
-      $("tour-feedback").className = "";
-      $("tour-prev").disabled = k === 0;
-      $("tour-next").disabled = k === D.tour.length - 1;
+      if (solved[k]) {
+        $("tour-feedback").textContent = feedback(k);
+        $("tour-feedback").className = wrong[k].length || gaveUp[k] ? "" : "right";
+      } else {
+        $("tour-feedback").textContent = "Choose an answer to reveal the frame.";
+        $("tour-feedback").className = "";
+      }
       document.body.setAttribute("data-tour-stop", String(k));
       document.body.removeAttribute("data-tour-answered");
-      show(s.before);
+      paint();
     }
     function answer(j) {
-      var s = D.tour[k], right = j === s.answer;
-      Array.prototype.forEach.call($("tour-choices").children, function (btn, i) {
-        btn.disabled = true;
-        if (i === s.answer) { btn.classList.add("right"); } else if (i === j) { btn.classList.add("wrong"); }
-      });
-      $("tour-feedback").textContent = (right ? "Right. " : "Not quite: the answer is \u201c" + s.choices[s.answer] +
-        "\u201d. ") + s.explain;
-      $("tour-feedback").className = right ? "right" : "wrong";
-      document.body.setAttribute("data-tour-answered", right ? "right" : "wrong");
-      show(s.frame);
+      var s = T[k];
+      if (solved[k] || wrong[k].indexOf(j) >= 0) { return; }
+      if (j !== s.answer) {
+        wrong[k].push(j);
+        $("tour-feedback").textContent = "Not quite. Hint: " + s.hints[j] + " Try again.";
+        $("tour-feedback").className = "wrong";
+        document.body.setAttribute("data-tour-answered", "wrong");
+        paint();
+        return;
+      }
+      solved[k] = true;
+      $("tour-feedback").textContent = feedback(k);
+      $("tour-feedback").className = wrong[k].length ? "" : "right";
+      document.body.setAttribute("data-tour-answered", "right");
+      paint();
     }
     $("tour-prev").onclick = function () { ask(k - 1); };
     $("tour-next").onclick = function () { ask(k + 1); };
+    $("tour-giveup").onclick = function () {
+      if (solved[k]) { return; }
+      solved[k] = gaveUp[k] = true;
+      $("tour-feedback").textContent = feedback(k);
+      $("tour-feedback").className = "";
+      document.body.setAttribute("data-tour-answered", "shown");
+      paint();
+    };
     ask(0);
   }
 }

@@ -60,8 +60,10 @@ def _marker(kind: str, x: float, y: float, big: bool = False) -> str:
     return f'<circle cx="{x}" cy="{y}" r="3" fill="#6b7280"/>'
 
 
-def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: str = "") -> str:
-    """The swim-lane SVG of ``trace`` with the cursor at micro-step ``cursor`` (none if None)."""
+def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: str = "",
+                 hide_after: int | None = None) -> str:
+    """The swim-lane SVG of ``trace`` with the cursor at micro-step ``cursor`` (none if None); ``hide_after``: a
+    tour's open question, so the moments past that micro-step are left out and later operations drawn blank."""
     colw, n = _geometry(trace, width)
     lanes = _lanes(trace)
     height = TOP + LANE * len(lanes) + 40
@@ -80,6 +82,8 @@ def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: s
         x = LEFT + k * colw
         fill = STATUS_FILL.get(op.status, "#fde68a")
         text = f"op {k} · {op.actor or 'main'}: {describe_op(op.op)} · status {op.status or '?'}"
+        if hide_after is not None and op.first_step > hide_after:
+            fill, text = "#f3f4f6", f"op {k} · {op.actor or 'main'}: {describe_op(op.op)}"
         out.append(f'<g class="tl-op" data-op="{k}" data-step="{op.first_step}"><title>{escape(text)}</title>'
                    f'<rect x="{x + 1:.1f}" y="{y + 3}" width="{max(colw - 2, 1):.1f}" height="{LANE - 6}" rx="3" '
                    f'fill="{fill}" stroke="#6b7280" stroke-width="0.6"/>')
@@ -100,6 +104,8 @@ def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: s
         if kind == "readmitted":
             continue
         for s in steps:
+            if hide_after is not None and s > hide_after:
+                continue
             x = step_x(trace, s, width)
             out.append(f'<g class="tl-moment tl-{kind}" data-step="{s}"><title>step {s}: {kind}</title>'
                        f'<line x1="{x}" y1="{TOP}" x2="{x}" y2="{bottom}" stroke="#e5e7eb"/>'
