@@ -176,8 +176,8 @@ def _header(run, compare, note: str | None = None, touring: bool = False) -> str
     sc = run.scenario
     who = f"{run.preset} vs {compare.preset}" if compare is not None else run.preset
     outcome = "; ".join(f"<b>{escape(r.preset)}</b>: {escape(_outcome(r))}" for r in (run, compare) if r is not None)
-    if touring:  # the tour asks how the run ends: the header must not say it
-        outcome = "the outcome is for the tour to reveal"
+    if touring:  # the tour asks how the run ends: the header must not say it (nor a note on the real code's)
+        outcome, note = "the outcome is for the tour to reveal", None
     about = f"<p>{escape(sc.title or sc.description)}</p>" if (sc.title or sc.description) else ""
     extra = f'<p class="header-note">{escape(note)}</p>' if note else ""  # e.g. the real code's outcome
     return (f"<h1>simcache · {escape(sc.name)} · {escape(who)}</h1>{about}"
