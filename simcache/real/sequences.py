@@ -14,8 +14,10 @@ from ..operations import OPS
 PROFILES = ("mixed", "storage")
 
 
-def random_doc(rng: random.Random, profile: str = "mixed", page_size: int | None = None) -> dict:
-    """One random operation file (see the module's docstring)."""
+def random_doc(rng: random.Random, profile: str = "mixed", page_size: int | None = None,
+               hit_op: bool | None = None) -> dict:
+    """One random operation file (see the module's docstring); ``hit_op`` False leaves ``prefetch_hit`` out (for
+    tools that do not know it), None uses it where the vocabulary has it."""
     heavy = profile == "storage"
     ps = page_size or rng.choice([1, 1, 1, 2])
     policy = rng.choice(["write_through", "write_through", "write_through_selective", "write_back"])
@@ -46,7 +48,7 @@ def random_doc(rng: random.Random, profile: str = "mixed", page_size: int | None
         ops.append(_inject(rng, ps, storage))
         cfg["device_kv"], cfg["host_kv"] = 32, max(cfg["host_kv"], 10)
         cfg["device_mamba"], cfg["host_mamba"] = 8, 8
-    hit_op = "prefetch_hit" in OPS
+    hit_op = ("prefetch_hit" in OPS) if hit_op is None else hit_op
     cuts = (0.25, 0.33, 0.38, 0.45, 0.56, 0.62, 0.68, 0.74, 0.88) if heavy else \
         (0.35, 0.45, 0.52, 0.62, 0.67, 0.74, 0.82, 0.88, 0.94)
     for _ in range(rng.randint(4, 18) + (6 if heavy else 0)):
@@ -101,10 +103,12 @@ def _inject(rng: random.Random, ps: int, storage: bool) -> dict:
     return {"op": "inject", "nodes": nodes}
 
 
-def docs(n: int, seed: int, profiles: tuple[str, ...] = PROFILES, page_sizes: tuple[int, ...] = (1, 2)) -> list[dict]:
+def docs(n: int, seed: int, profiles: tuple[str, ...] = PROFILES, page_sizes: tuple[int, ...] = (1, 2),
+         hit_op: bool | None = None) -> list[dict]:
     """``n`` documents, the profiles and page sizes taken in turn, document ``i`` seeded by ``seed`` and ``i``."""
     out = []
     for i in range(n):
         rng = random.Random(seed * 1_000_003 + i)
-        out.append(random_doc(rng, profiles[i % len(profiles)], page_sizes[(i // len(profiles)) % len(page_sizes)]))
+        out.append(random_doc(rng, profiles[i % len(profiles)], page_sizes[(i // len(profiles)) % len(page_sizes)],
+                              hit_op))
     return out
