@@ -37,6 +37,8 @@ from .render.frames import FOCUS_CSS, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments
 from .render.panels import PANEL_CSS
 from .render.timeline import step_x, timeline_svg
+from .render.words import op_number
+from .transcript import outcome_words, replay_command, run_label
 
 MICRO_LIMIT = 600
 DOT_LIMIT = 3000  # micro-steps: a longer run's page draws DOT in the browser and compresses its data
@@ -93,10 +95,13 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
             prefetch(chunk)
         code_frames(run.trace, chunk)  # one replay per checkpoint stretch: the code pane and the holders read it
         fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
-        pictures = [f.dot for f in fs] if dot_only else render_many([f.dot for f in fs])
+        texts = [f.dot for f in fs] + [f.dot_all for f in fs if f.dot_all is not None]
+        drawn = dict(zip(texts, texts if dot_only else render_many(texts), strict=True))
         _within_limit(run)
-        for f, pic in zip(fs, pictures, strict=True):
-            out.append(dict(step=f.step, op=f.op_index, caption=f.caption, svg=drawings.add(pic), focus=f.focus,
+        for f in fs:
+            out.append(dict(step=f.step, op=f.op_index, num=op_number(run.trace, f.op_index), caption=f.caption,
+                            svg=drawings.add(drawn[f.dot]), focus=f.focus,
+                            all=None if f.dot_all is None else drawings.add(drawn[f.dot_all]),
                             panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
                             stack=html.add(f.stack), expl=html.add(f.explanation),
                             code=html.add(codepane_html(run, f.step, f"sc-t{which}",
@@ -163,29 +168,59 @@ def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dic
             bar.close()
     div_text = None
     if divergence is not None:
-        k = min(divergence, len(run.trace.ops) - 1)
-        div_text = f"First divergence: operation {divergence} ({op_text(run.trace, k)})"
+        t = run.trace if divergence < len(run.trace.ops) else compare.trace
+        div_text = f"First divergence: operation {op_number(t, divergence)} ({op_text(t, divergence)})"
     at = {f["step"]: i for i, f in enumerate(runs[0]["frames"])}
     for stop in stops:
         stop["frame"], stop["before"] = at[stop["step"]], at[max(0, stop["step"] - 1)]
+    for r, frames in zip((run, compare), runs, strict=False):
+        frames["last"] = len(r.trace.steps) - 1
+        frames["dropped"] = _dropped(r, len({f["step"] for f in frames["frames"]}))
+        frames["label"] = run_label(r)
     return dict(svgs=drawings.items, html=html.items, runs=runs, divergence=divergence, divergence_text=div_text,
                 dot=dot_only, tour=stops, tour_title=tour.title if tour is not None else None)
 
 
 def _header(run, compare, note: str | None = None, touring: bool = False) -> str:
     sc = run.scenario
-    who = f"{run.preset} vs {compare.preset}" if compare is not None else run.preset
-    outcome = "; ".join(f"<b>{escape(r.preset)}</b>: {escape(_outcome(r))}" for r in (run, compare) if r is not None)
+    who = f"{run_label(run)} vs {run_label(compare)}" if compare is not None else run_label(run)
+    outcome = "; ".join(f"<b>{escape(run_label(r))}</b>: {escape(outcome_words(r))}" for r in (run, compare)
+                        if r is not None)
     if touring:  # the tour asks how the run ends: the header must not say it (nor a note on the real code's)
         outcome, note = "the outcome is for the tour to reveal", None
     about = f"<p>{escape(sc.title or sc.description)}</p>" if (sc.title or sc.description) else ""
     extra = f'<p class="header-note">{escape(note)}</p>' if note else ""  # e.g. the real code's outcome
     return (f"<h1>simcache · {escape(sc.name)} · {escape(who)}</h1>{about}"
-            f"<p>schedule <code>{escape(str(run.schedule))}</code> · {outcome}</p>{extra}")
+            f'<p id="outcome">schedule <code>{escape(str(run.schedule))}</code> · {outcome}</p>{extra}')
 
 
-def _outcome(run) -> str:
-    return "clean" if run.crash is None else run.crash.located
+OPS_SENTINEL = (999999991, 999999992)  # stands for the window in the page's command; the script fills it in
+
+
+def _windows(trace) -> list[int]:
+    """Per operation k, the end B of the window ``--ops k:B`` the page offers: as many operations from k as fit in
+    ``MICRO_LIMIT`` micro-steps (at least one), so that window's page holds every micro-step."""
+    ops, out = trace.ops, []
+    for k, o in enumerate(ops):
+        j, steps = k, 0
+        while j < len(ops):
+            last = ops[j].last_step if ops[j].last_step >= 0 else len(trace.steps) - 1
+            steps += last - ops[j].first_step + 1
+            if steps > MICRO_LIMIT and j > k:
+                break
+            j += 1
+        out.append(ops[j - 1].index + 1 if j > k else o.index + 1)
+    return out
+
+
+def _dropped(run, shown: int) -> dict | None:
+    """What a long run's page left out, and the command that gets it: None when the page holds every step."""
+    total = len(run.trace.steps)
+    if shown >= total:
+        return None
+    cmd = replay_command(run, "export", ops=OPS_SENTINEL, extra=("-o", "window.html"))
+    return dict(total=total, shown=shown, cmd=cmd, sentinel=f"{OPS_SENTINEL[0]}:{OPS_SENTINEL[1]}",
+                windows=_windows(run.trace), first=[o.index for o in run.trace.ops])
 
 
 # where a text is cut into pieces: after each line (in ``pack``), and before each match of ``_CUTS``: a node's label
@@ -224,11 +259,22 @@ def pack(data: dict) -> dict:
     return dict(data, svgs=[cut(t) for t in data["svgs"]], html=[cut(t) for t in data["html"]], parts=parts.items)
 
 
+_HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def json_in_html(data) -> str:
+    """``data`` as JSON safe inside a ``<script>`` element: ``<``, ``>``, ``&``, U+2028 and U+2029 written as JSON
+    escapes (``\\u003c`` …), so no text in it (``</script>``, ``<!--``, ``<script``) can change how the HTML
+    parser reads the page; ``JSON.parse`` gives the same data back."""
+    text = json.dumps(data, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _HTML_UNSAFE[m.group()], text)
+
+
 def _data_block(data: dict) -> str:
-    """The page's data block: JSON, or for a long run its ``pack``-ed JSON, gzip-compressed, in base64."""
-    if not data.get("dot"):
-        safe = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-        return f'<script type="application/json" id="simcache-data">{safe}</script>'
+    """The page's data block: ``pack``-ed JSON (``json_in_html``), or for a long run the same gzip-compressed, in
+    base64."""
+    if not data.get("dot"):  # plain JSON, its texts packed into shared pieces (html-escaped: a third of it is "<")
+        return f'<script type="application/json" id="simcache-data">{json_in_html(pack(data))}</script>'
     text = json.dumps(pack(data), separators=(",", ":"))
     packed = base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
     return f'<script type="application/json" id="simcache-data" data-encoding="gzip-base64">{packed}</script>'
@@ -258,8 +304,8 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
     block = _data_block(data)
     _within_limit(run)
     runs = [run] + ([compare] if compare is not None else [])
-    lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=r.preset if data["tour"] else f"{r.preset}: "
-                          f"{r.outcome}") for r in runs]  # a tour's page keeps the outcome for the tour to reveal
+    lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=run_label(r) if data["tour"] else
+                          f"{run_label(r)}: {outcome_words(r)}") for r in runs]  # a tour keeps it to reveal
     cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
                    f'<div class="tree sc-tree sc-t{i}"></div><div class="timeline">{lane}</div></section>'
                    for i, (r, lane) in enumerate(zip(runs, lanes, strict=True)))
@@ -269,6 +315,10 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
     jumps = "".join(f'<button class="jump" data-kind="{k}" id="jump-{k}">{k.replace("-", " ")} &#8631;</button>'
                     for k in MOMENT_KINDS)
     div = '<button id="btn-divergence">first divergence</button>' if data["divergence"] is not None else ""
+    if any(f["all"] is not None for r in data["runs"] for f in r["frames"]):  # a tree larger than a screen
+        div += ('<label id="show-all-box" title="the focus view draws the stale nodes, their ancestors and siblings, '
+                'and folds every other subtree into one box"><input type="checkbox" id="show-all"> show all nodes'
+                "</label>")
     css = PANEL_CSS + FOCUS_CSS + CODE_CSS + (_ASSETS / "export.css").read_text()
     script = (_ASSETS / "export.js").read_text()
     if data["dot"]:  # the Graphviz WebAssembly build, once, in the same script element
@@ -280,7 +330,7 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
             f"</title><style>{css}</style>{block}<script>{script}</script></head><body>{head}"
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
-            f'<p id="divergence" class="sc-bad"></p>{_tour_section(data, tour)}'
+            f'<p id="divergence" class="sc-bad"></p><div id="dropped"></div>{_tour_section(data, tour)}'
             f'<div id="layout" class="layout-{len(data["runs"])}">'
             f'<div id="cols" class="cols-{len(data["runs"])}">{cols}</div>'
             f'<div id="side"><div id="code"></div>'

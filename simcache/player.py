@@ -30,15 +30,16 @@ from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import Frame, focus_svg, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments, next_moment
 from .render.timeline import timeline_svg
+from .render.words import op_number
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
 FRAME_KEEP = 512  # frames a long run's player keeps
 _TOKENS = count()  # pairs each side's code pane with its own tree (render/codepane.py)
-PAGE_CSS = page_css(CODE_CSS + ".sc-tree svg{max-height:500px}.sc-legend svg{max-height:none}"
-                    ".sc-tl svg{max-width:100%;height:auto}"
+PAGE_CSS = page_css(CODE_CSS + ".sc-tree svg{max-height:430px}.sc-legend svg{max-height:none}"
+                    ".sc-tl svg{max-width:100%;height:auto;max-height:130px}.sc-count{font-family:monospace}"
                     ".sc-run{display:inline-block;padding:1px 8px;border-radius:4px;background:#1e3a8a;color:#fff;"
                     "font-weight:bold}.sc-static{display:none}"  # live widgets hide the static snapshot
-                    ".sc-cmp .sc-tree svg{max-height:400px}.sc-cmp .sc-tl svg{max-height:170px}")
+                    ".sc-cmp .sc-tree svg{max-height:320px}")
 
 
 class PlayerModel:
@@ -185,7 +186,7 @@ class PlayerModel:
         here = self.position_op[self.cursor]
         where = "here" if here == k else "ahead" if here < k else "behind"
         t = self.trace if k < len(self.trace.ops) else self.runs[1].trace
-        return f"First divergence: operation {k} ({op_text(t, k)}) [{where}]"
+        return f"First divergence: operation {op_number(t, k)} ({op_text(t, k)}) [{where}]"
 
     def precompute(self) -> None:
         """Build every frame of a short run (up to ``PRECOMPUTE_LIMIT`` steps) and render all drawings in one go;
@@ -207,22 +208,25 @@ def _widgets():
 
 
 class _Side:
-    """The widgets that show one run: caption, tree, timeline, call stack and the tabbed panels."""
+    """The widgets that show one run: caption, tree, timeline, the code pane and the tabbed panels (the call stack
+    first). Heights are capped so that the controls, the tree, the code and the tabs fit one 900-pixel screen;
+    side by side, the timeline becomes the last tab."""
 
-    TABS = ("why stale", "holders", "pools", "invariants", "legend")  # short: six tabs share half a screen
+    TABS = ("why stale", "holders", "pools", "invariants", "legend")  # short: seven tabs share half a screen
 
     def __init__(self, W, label: str, stack_in_tabs: bool = False) -> None:
         self.caption, self.tree, self.timeline, self.stack = W.HTML(), W.HTML(), W.HTML(), W.HTML()
         self.code = W.HTML()
         self.token = f"sc-t{next(_TOKENS)}"
-        self.code_box = W.Box([self.code], layout=W.Layout(max_height="380px", overflow="auto"))
+        compare = stack_in_tabs
+        self.code_box = W.Box([self.code], layout=W.Layout(max_height="230px" if compare else "330px",
+                                                           overflow="auto"))
         self.explanation, self.panels, self.pools, self.invariants, self.legend = (W.HTML() for _ in range(5))
-        box = W.Layout(max_height="270px" if stack_in_tabs else "330px", overflow="auto")
-        # side by side, each column is narrow: the call stack becomes the first (default) tab to keep one screen
-        shown = ((self.stack,) if stack_in_tabs else ()) + (self.explanation, self.panels, self.pools,
-                                                             self.invariants, self.legend)
+        box = W.Layout(max_height="190px" if compare else "250px", overflow="auto")
+        shown = (self.stack, self.explanation, self.panels, self.pools, self.invariants, self.legend) + \
+            ((self.timeline,) if compare else ())
         self.tabs = W.Tab([W.Box([w], layout=box) for w in shown])
-        self.titles = (("stack",) if stack_in_tabs else ()) + self.TABS
+        self.titles = ("stack",) + self.TABS + (("timeline",) if compare else ())
         for i, title in enumerate(self.titles):
             self.tabs.set_title(i, title)
         self.label = label
@@ -230,7 +234,9 @@ class _Side:
     def fill(self, model: PlayerModel, which: int) -> None:
         f = model.frame(which)
         run = model.runs[which]
-        who = f'<span class="sc-run">{escape(self.label)}</span> ' if self.label else ""
+        # side by side, each run's own micro-step (alone, the slider is the one counter)
+        who = (f'<span class="sc-run">{escape(self.label)}</span> <span class="sc-count">step {f.step} of '
+               f"{len(run.trace.steps) - 1}</span> " if self.label else "")
         self.caption.value = f"{who}<b>{escape(f.caption)}</b>"
         self.tree.value = f'<div class="sc-tree {self.token}">{model.svg(which)}</div>'
         self.code.value = model.code(which, self.token)
@@ -250,12 +256,12 @@ class _Side:
 class Player:
     """The ipywidgets player; ``Player(run, compare=other_run)`` then display it (or its ``.widget``).
 
-    Layout (about one screen): the controls (every button says what it does in words), the slider, the caption;
-    then per run a column with the tree, its timeline, the call stack (always visible: the frames a reviewer
-    looks for), the code pane (``render/codepane.py``: each frame's source, current line and node locals) and
-    tabs for the explanation, the holder ledger with the lists and sets, the pools, the invariants and the legend.
-    In compare mode the two runs' columns stand side by side, each labelled, and the call stack is each column's
-    first tab, shown by default.
+    Layout (one 1440x900 screen, no scrolling): the controls (every button says what it does in words), the slider
+    and the one counter (``step 5 of 262``); alone, the caption (one sentence), the tree and its timeline on the
+    left, the code pane (``render/codepane.py``: each frame's source, current line and node locals) and tabs on the
+    right: the call stack (first, shown by default), the explanation, the holder ledger with the lists and sets,
+    the pools, the invariants and the legend. In compare mode the two runs' columns stand side by side, each
+    labelled with its own step, each with its tree, its code and its tabs (the timeline the last tab).
     Displayed in a notebook, the player also leaves a static HTML snapshot (``static_html``) that shows where
     widgets cannot run (GitHub, nbviewer, ``nbconvert --to html``) and hides itself where they can."""
 
@@ -278,8 +284,10 @@ class Player:
                     divergence="go to the first micro-step of the first operation where the two runs differ")
         self.buttons = {k: W.Button(description=v, tooltip=tips[k], layout=W.Layout(width="auto"))
                         for k, v in b.items()}
-        self.slider = W.IntSlider(value=0, min=0, max=m.num_steps - 1, description="step",
-                                  layout=W.Layout(width="98%"))
+        # the one counter is ``self.counter`` ("step 5 of 262"; side by side, each run's own above its tree)
+        self.slider = W.IntSlider(value=0, min=0, max=m.num_steps - 1, description="step", readout=False,
+                                  layout=W.Layout(width="80%"))
+        self.counter = W.HTML()
         # the timer: a Play widget with its icon buttons hidden; the labelled buttons above drive it
         self.play = W.Play(value=0, min=0, max=m.num_steps - 1, interval=400, description="play",
                            layout=W.Layout(display="none"))
@@ -329,12 +337,12 @@ class Player:
         jumps = W.HBox([self.jump_kind, self.buttons["jump_prev"], self.buttons["jump_next"],
                         self.buttons["divergence"], self.hide_host, self.hide_mamba], layout=wrap)
         if compare is None:
-            body = W.HBox([W.VBox([left.caption, left.tree, left.timeline], layout=W.Layout(width="60%")),
-                           W.VBox([left.stack, left.code_box, left.tabs], layout=W.Layout(width="40%"))])
+            body = W.HBox([W.VBox([left.caption, left.tree, left.timeline], layout=W.Layout(width="58%")),
+                           W.VBox([left.code_box, left.tabs], layout=W.Layout(width="42%"))])
         else:
-            body = W.HBox([W.VBox([s.caption, s.tree, s.timeline, s.code_box, s.tabs], layout=W.Layout(width="50%"))
+            body = W.HBox([W.VBox([s.caption, s.tree, s.code_box, s.tabs], layout=W.Layout(width="50%"))
                            for s in self.sides])
-        self.widget = W.VBox([W.HTML(PAGE_CSS), row, self.slider, jumps, self.note, body])
+        self.widget = W.VBox([W.HTML(PAGE_CSS), row, W.HBox([self.slider, self.counter]), jumps, self.note, body])
         if compare is not None:
             body.add_class("sc-cmp")  # smaller caps on the two drawings side by side (PAGE_CSS)
         self.refresh()
@@ -361,6 +369,9 @@ class Player:
             return
         for which, side in enumerate(self.sides):
             side.fill(m, which)
+        self.counter.value = (f'<span class="sc-count">step {m.step_of(0)} of {len(m.trace.steps) - 1}</span>'
+                              if len(m.runs) == 1 else f'<span class="sc-count">position {m.cursor} of '
+                                                       f"{m.num_steps - 1}</span>")
         notes = [m.divergence_note()] if len(m.runs) > 1 else []
         notes += [m.message] if m.message else []
         self.note.value = "<br>".join(f"<b>{escape(n)}</b>" for n in notes)

@@ -32,11 +32,26 @@ class Run:
     crash: Crash | None = None  # what the simulated cache raised, if it did
     cache: Any = None  # the cache and driver as the run left them
     driver: Any = None
+    window: tuple[int, int, int] | None = None  # (A, B, total) when ``ops=`` traced only operations A..B-1 of total
 
     @property
     def outcome(self) -> str:
-        """``"assertion"`` when the simulated cache raised (any exception of SGLang's code), else ``"clean"``."""
-        return "clean" if self.crash is None else "assertion"
+        """``"assertion"`` when the simulated cache raised (any exception of SGLang's code); ``"narrowed"`` when it
+        did not but ``ops=`` stopped it before the schedule's end (whether the scenario survives is not known
+        from this run); else ``"clean"``."""
+        if self.crash is not None:
+            return "assertion"
+        return "narrowed" if self.window is not None and self.window[1] < self.window[2] else "clean"
+
+    @property
+    def narrowed(self) -> str | None:
+        """How ``ops=`` narrowed this run, in words (None for a whole run): ``operations 6..8 of 0..11 (--ops
+        6:9): 0..5 ran untraced, 9..11 never ran``."""
+        if self.window is None:
+            return None
+        a, b, total = self.window
+        parts = ([f"0..{a - 1} ran untraced"] if a else []) + ([f"{b}..{total - 1} never ran"] if b < total else [])
+        return f"operations {a}..{b - 1} of 0..{total - 1} (--ops {a}:{b}): {', '.join(parts)}"
 
     def to_json(self) -> dict[str, Any]:
         r, t = self.result, self.trace
@@ -46,6 +61,8 @@ class Run:
         return dict(
             scenario=self.scenario.name, preset=self.preset, flags=self.flags.as_dict(),
             schedule=str(self.schedule), outcome=self.outcome,
+            window=None if self.window is None else dict(ops=f"{self.window[0]}:{self.window[1]}",
+                                                         operations=self.window[2], narrowed=self.narrowed),
             assertion=None if self.crash is None else self.crash.as_dict(),
             went_stale=[e.as_dict() for e in t.went_stale], cleaned_up=[e.as_dict() for e in t.cleaned_up],
             readmitted=[e.as_dict() for e in t.readmitted],
@@ -148,4 +165,5 @@ def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: 
     except ScenarioError as e:
         raise ScenarioError(f"{scenario.name}: {e}") from None
     cache, driver, crash = result.pop("_cache"), result.pop("_driver"), result.pop("_crash")
-    return Run(scenario, name, fl, sched, result, rec, crash, cache, driver)
+    narrowed = None if window is None or window == (0, len(linear)) else (*window, len(linear))
+    return Run(scenario, name, fl, sched, result, rec, crash, cache, driver, narrowed)

@@ -53,7 +53,7 @@ def test_code_pane_and_tour_stop_in_the_export(browser, tmp_path):  # noqa: F811
     expect(page.locator("#tour-choices button.right")).to_have_count(1)
     expect(page.locator("#tour-choices button.wrong")).to_have_count(1)
     assert page.locator("#tour-choices button:enabled").count() == 0
-    expect(page.locator("#run0 .caption")).to_contain_text("[went-stale]")
+    expect(page.locator("#run0 .caption")).to_contain_text("goes stale here")
 
     code = page.locator("#code")
     expect(code.locator("details.sc-cframe")).to_have_count(9)

@@ -143,11 +143,11 @@ def test_each_side_fills_its_panels_and_tab_titles(runs):
     p = Player(*runs, precompute=False)
     left, right = p.sides
     assert (left.label, right.label) == ("left: pre_fix", "right: described_fix")
-    assert left.titles == ("stack", "why stale", "holders", "pools", "invariants", "legend")
+    assert left.titles == ("stack", "why stale", "holders", "pools", "invariants", "legend", "timeline")
     assert [left.tabs.get_title(i) for i in range(6)][:4] == ["stack", "why stale", "holders", "pools"]
     one = Player(runs[0], precompute=False)
     side = one.sides[0]
-    assert side.titles == ("why stale", "holders", "pools", "invariants", "legend") and side.label == ""
+    assert side.titles == ("stack", "why stale", "holders", "pools", "invariants", "legend") and side.label == ""
     m = one.model
     m.go(130)
     side.fill(m, 0)
@@ -161,12 +161,13 @@ def test_each_side_fills_its_panels_and_tab_titles(runs):
     assert side.panels.value == f.panels[3] + f.panels[0] + f.panels[1]
     assert side.legend.value == f'<div class="sc-tree sc-legend">{render_svg(legend_dot(False, False))}</div>'
     bad = {v.invariant for v in runs[0].trace.violations if v.step <= 130}
-    assert side.tabs.get_title(3) == f"invariants ✗{len(bad)}" and len(bad) >= 2
+    assert side.tabs.get_title(4) == f"invariants ✗{len(bad)}" and len(bad) >= 2
     m.go(0)
     side.fill(m, 0)
-    assert side.tabs.get_title(3) == "invariants"
+    assert side.tabs.get_title(4) == "invariants"
     left.fill(p.model, 0)
-    assert left.caption.value.startswith('<span class="sc-run">left: pre_fix</span> <b>')
+    assert left.caption.value.startswith('<span class="sc-run">left: pre_fix</span> <span class="sc-count">step 0 of '
+                                         '262</span> <b>')
 
 
 def test_the_static_snapshot(runs):
@@ -284,7 +285,7 @@ def test_a_side_at_a_violations_own_step_and_with_the_tiers_hidden(runs):
     m.go(49)
     m.set_toggles(hide_host=True)
     side.fill(m, 0)
-    assert side.tabs.get_title(3) == "invariants ✗1"  # the violation at this very step counts
+    assert side.tabs.get_title(4) == "invariants ✗1"  # the violation at this very step counts
     assert side.legend.value == f'<div class="sc-tree sc-legend">{render_svg(legend_dot(True, False))}</div>'
     assert legend_dot(True, False) != legend_dot(False, False)
     m.set_toggles(hide_host=False, hide_mamba=True)

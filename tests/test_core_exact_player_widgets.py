@@ -28,7 +28,8 @@ def runs():
 
 
 def names(p: Player) -> dict[int, str]:
-    out = {id(p.note): "note", id(p.slider): "slider", id(p.play): "play", id(p.repeat): "repeat",
+    out = {id(p.note): "note", id(p.slider): "slider", id(p.counter): "counter", id(p.play): "play",
+           id(p.repeat): "repeat",
            id(p.speed): "speed", id(p.jump_kind): "jump_kind", id(p.hide_host): "hide_host",
            id(p.hide_mamba): "hide_mamba"}
     out.update({id(b): f"button:{k}" for k, b in p.buttons.items()})
@@ -127,28 +128,31 @@ def controls(last: int, divergence_shown: bool) -> list[dict]:
 ONE_TABS = ["why stale", "holders", "pools", "invariants", "legend"]
 
 
-def test_one_runs_widget_tree(runs):
+def test_one_runs_widget_tree(runs, snapshot):
     p = Player(runs[0], precompute=False)
-    assert spec(p.widget, names(p)) == {"w": "VBox", "children": controls(262, False) + [
+    tree = spec(p.widget, names(p))
+    assert tree == snapshot  # the whole widget tree (syrupy; review an intended change with --snapshot-update)
+    assert tree["children"][:4] == controls(262, False)[:2] + [
         {"w": "HBox", "children": [
-            {"w": "VBox", "layout": {"width": "60%"}, "children": [html("0.caption"), html("0.tree"),
-                                                                  html("0.timeline")]},
-            {"w": "VBox", "layout": {"width": "40%"}, "children": [
-                html("0.stack"), scroll("380px", html("0.code"), "0.code_box"),
-                tabs(0, ONE_TABS, "330px")]}]}]}
+            {"w": "slider", "type": "IntSlider", "description": "step", "min": 0, "max": 262, "step": 1,
+             "disabled": False, "value": 0, "layout": {"width": "80%"}}, html("counter")]},
+        controls(262, False)[3]]
+    assert p.counter.value == '<span class="sc-count">step 0 of 262</span>'  # the one counter
+    left, right = tree["children"][-1]["children"]
+    assert [c["w"] for c in left["children"]] == ["0.caption", "0.tree", "0.timeline"]
+    assert [c["w"] for c in right["children"]] == ["0.code_box", "0.tabs"]
+    assert right["children"][1]["titles"] == ["stack"] + ONE_TABS
 
 
-def test_two_runs_widget_tree(runs):
+def test_two_runs_widget_tree(runs, snapshot):
     p = Player(*runs, precompute=False)
-    titles = ["stack"] + ONE_TABS
-
-    def column(i: int) -> dict:
-        return {"w": "VBox", "layout": {"width": "50%"}, "children": [
-            html(f"{i}.caption"), html(f"{i}.tree"), html(f"{i}.timeline"),
-            scroll("380px", html(f"{i}.code"), f"{i}.code_box"), tabs(i, titles, "270px")]}
-
-    assert spec(p.widget, names(p)) == {"w": "VBox", "children": controls(271, True) + [
-        {"w": "HBox", "classes": ["sc-cmp"], "children": [column(0), column(1)]}]}
+    tree = spec(p.widget, names(p))
+    assert tree == snapshot
+    cols = tree["children"][-1]
+    assert cols["classes"] == ["sc-cmp"]
+    for i, col in enumerate(cols["children"]):  # each run: its tree, its own code, its tabs (the timeline last)
+        assert [c["w"] for c in col["children"]] == [f"{i}.caption", f"{i}.tree", f"{i}.code_box", f"{i}.tabs"]
+        assert col["children"][3]["titles"] == ["stack"] + ONE_TABS + ["timeline"]
     assert p.model.num_steps == 272  # the longer run at each operation: more positions than one run's 263 steps
 
 
@@ -177,14 +181,16 @@ def test_a_side_alone(monkeypatch):
     monkeypatch.setattr(player_module, "_TOKENS", iter(range(40, 50)))
     a, b = _Side(W, "left: x"), _Side(W, "", stack_in_tabs=True)
     assert (a.token, b.token, a.label, b.label) == ("sc-t40", "sc-t41", "left: x", "")
-    assert a.titles == tuple(ONE_TABS) and b.titles == ("stack", *ONE_TABS)
+    assert a.titles == ("stack", *ONE_TABS) and b.titles == ("stack", *ONE_TABS, "timeline")
     assert a.code_box.children == (a.code,) and b.code_box.children == (b.code,)
     parts = [a.caption, a.tree, a.timeline, a.stack, a.code, a.explanation, a.panels, a.pools, a.invariants,
              a.legend]
     assert all(type(w) is W.HTML and w.value == "" for w in parts) and len({id(w) for w in parts}) == 10
-    assert [box.children[0] for box in a.tabs.children] == [a.explanation, a.panels, a.pools, a.invariants, a.legend]
+    assert [box.children[0] for box in a.tabs.children] == [a.stack, a.explanation, a.panels, a.pools, a.invariants,
+                                                            a.legend]
     assert [box.children[0] for box in b.tabs.children] == [b.stack, b.explanation, b.panels, b.pools, b.invariants,
-                                                            b.legend]
+                                                            b.legend, b.timeline]
+    assert (a.code_box.layout.max_height, b.code_box.layout.max_height) == ("330px", "230px")
 
 
 def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs, monkeypatch):

@@ -53,7 +53,7 @@ def test_a_runs_json_form_field_by_field():
     assert run.outcome == "assertion"
     assert run.to_json() == dict(
         scenario="hand", preset="merged_fix", flags=preset_flags("merged_fix").as_dict(), schedule="R1 R2",
-        outcome="assertion", assertion={"message": "m"},
+        outcome="assertion", window=None, assertion={"message": "m"},
         went_stale=[{"node": 1}, {"node": 2}], cleaned_up=[{"node": 3}], readmitted=[{"node": 4}],
         first_violation={"invariant": "attachment", "step": 4}, violations={"attachment": 2},
         pools={"device_kv": {"leaked": [8], "double_freed": [1, 2, 5]}, "host_kv": {"leaked": [], "double_freed": [7]},

@@ -1,6 +1,7 @@
-"""storyboard.py's words compared whole: the key moments of a run (one per step, in step order, the first listed
-winning a shared step), the files a storyboard holds, the pull-request comment of one run and of a comparison
-(each picture's caption said once when both runs agree), the outcome rows and the refusal of an empty run."""
+"""storyboard.py's words: the key moments of a run (one per step, in step order, the first listed winning a shared
+step), the files a storyboard holds (at most three pictures), the pull-request comment of one run and of a
+comparison (a syrupy snapshot, with what a reviewer must find by hand: the outcome table first, the divergence at
+the guard, no caption twice, no false footer), the outcome rows and the refusal of an empty run."""
 from __future__ import annotations
 
 import pytest
@@ -34,69 +35,64 @@ def test_key_moments(runs):
         (122, "went-stale", STALE_PR),
         (124, "readmitted", "node #8 [1,2] re-admitted while detached: re-admitted to ongoing_write_through"),
         (262, "cleaned-up", "node #8 [1,2] cleaned up by a guard: stale node in _delete_tombstone_leaf"),
-        (len(fixed.trace.steps) - 1, "end", "the end: the cache survived")]
+        (len(fixed.trace.steps) - 1, "end",
+         "the end: no assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]")]
     quiet = simulate("scenario_d", "merged_fix")
     assert key_moments(quiet) == [(5, "first-violation", "first violation (tier monotonicity): node 7 [1,2] is "
                                                          "evicted but its child node 8 [3] is on device"),
-                                  (27, "end", "the end: the cache survived")]
+                                  (27, "end", "the end: no assertion; no damage")]
 
 
 def test_the_outcome_rows(runs):
     _, pr, fixed = runs
-    assert _outcome_row(pr) == ("| `pre_fix` | `AssertionError: parent does not have child key, 1` in "
-                                "`_delete_tombstone_leaf` | 1 | 0 | device_kv: [0, 1] | host_kv: [1, 2] |")
-    assert _outcome_row(fixed) == "| `described_fix` | clean | 1 | 1 | device_kv: [0, 1] | host_kv: [1, 2] |"
-    assert _outcome_row(simulate("scenario_d", "merged_fix")) == "| `merged_fix` | clean | 0 | 0 | none | none |"
+    assert _outcome_row(pr) == ("| `pre_fix` | AssertionError: parent does not have child key, 1 (in "
+                                "_delete_tombstone_leaf); damage: double free device_kv[0, 1]; leaked host_kv[1, 2] | "
+                                "1 | 0 |")
+    assert _outcome_row(fixed) == ("| `described_fix` | no assertion; damage: double free device_kv[0, 1]; leaked "
+                                   "host_kv[1, 2] | 1 | 1 |")
+    flagged = simulate("crash_pr", "pre_fix", flags={"stale_guards": True})
+    assert _outcome_row(flagged).startswith("| `pre_fix + stale_guards=true` | ")
 
 
-def test_the_comment_of_one_run(runs):
+def _shape(md: str) -> dict:
+    lines = md.splitlines()
+    return dict(lines=lines, images=[x for x in lines if x.startswith("![")],
+                captions=[x for x in lines if x.startswith("**") and x[2].isdigit()],
+                table=next(i for i, x in enumerate(lines) if x.startswith("| preset |")))
+
+
+def test_the_comment_of_one_run(runs, snapshot):
     files = storyboard_files(runs[0])
-    assert sorted(files) == ["01-went-stale.png", "02-readmitted.png", "03-assertion.png", "comment.md", "legend.png",
-                             "stale-window.gif"]
+    assert sorted(files) == ["1-went-stale.png", "2-end.png", "comment.md"]
     assert all(files[n][:8] == b"\x89PNG\r\n\x1a\n" for n in files if n.endswith(".png"))
-    assert files["stale-window.gif"][:6] == b"GIF89a"
-    assert files["comment.md"] == "\n".join([
-        "### simcache: `scenario_a` under `pre_fix`", "",
-        "Schedule: `mem l3 mem` (replay: `python -m simcache run scenario_a --preset pre_fix --schedule 'mem l3 "
-        "mem'`).", "",
-        f"**1.** {STALE_A}", "", "![1. went stale](01-went-stale.png)", "",
-        "**2.** node #7 [1,2] re-admitted while detached: re-admitted to evictable_full_host_leaves", "",
-        "![2. readmitted](02-readmitted.png)", "",
-        "**3.** the assertion: AssertionError: parent does not have child key, 1 (in _evict_host_leaf)", "",
-        "![3. assertion](03-assertion.png)", "",
-        "**The stale window**, one operation per frame:", "", "![the stale window](stale-window.gif)", "",
-        "<details><summary>legend</summary>", "", "![legend](legend.png)", "", "</details>", "",
-        "| preset | outcome | went stale | cleaned up | double-freed slots | leaked slots |",
-        "|---|---|---|---|---|---|",
-        "| `pre_fix` | `AssertionError: parent does not have child key, 1` in `_evict_host_leaf` | 1 | 0 | none "
-        "| none |",
-        "", "<sub>Drawn by simcache (`simcache export SCENARIO --storyboard DIR`). Drag the images into the comment "
-        "box; GitHub uploads them and rewrites the links.</sub>", ""])
+    md = files["comment.md"]
+    assert md == snapshot  # the whole comment (syrupy; review an intended change with --snapshot-update)
+    shape = _shape(md)
+    assert shape["lines"][0].startswith("<!--") and shape["lines"][0].endswith("-->")  # never shows once posted
+    assert "drag each picture file" in shape["lines"][0] and "rewrites the links" not in md
+    assert shape["table"] == 3  # the outcome table first, right under the heading
+    assert shape["images"] == ["![went stale](1-went-stale.png)", "![end](2-end.png)"]
+    assert len(set(shape["captions"])) == len(shape["captions"]) == 2
 
 
-def test_the_comment_of_a_comparison(runs):
+def test_the_comment_of_a_comparison(runs, snapshot):
     _, pr, fixed = runs
     files = storyboard_files(pr, fixed)
-    assert sorted(files) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
-                             "05-end.png", "comment.md", "legend.png", "stale-window.gif"]
-    lines = files["comment.md"].splitlines()
-    assert lines[:3] == ["### simcache: `crash_pr` under `pre_fix` vs `described_fix`", "",
-                         "Schedule: `pf R2 pf R4 mem R6 ctl*4 mem R7` (replay: `python -m simcache run crash_pr "
-                         "--preset pre_fix --schedule 'pf R2 pf R4 mem R6 ctl*4 mem R7'`; the same with `--preset "
-                         "described_fix`)."]
-    assert [x for x in lines if x.startswith("**") and x[2].isdigit()] == [
-        "**1.** pre_fix and described_fix: first violation (backup continuity): node 9 [9,9] is backed up but its "
-        "parent node 8 [1,2] is not",
-        f"**2.** pre_fix and described_fix: {STALE_PR}",
-        "**3.** pre_fix and described_fix: node #8 [1,2] re-admitted while detached: re-admitted to "
-        "ongoing_write_through",
-        "**4.** pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in _delete_tombstone_leaf) "
-        "| described_fix: node #8 [1,2] cleaned up by a guard: stale node in _delete_tombstone_leaf",
-        "**5.** described_fix: the end: the cache survived"]
-    assert [x for x in lines if x.startswith("![")][:5] == [
-        "![1. first violation](01-first-violation.png)", "![2. went stale](02-went-stale.png)",
-        "![3. readmitted](03-readmitted.png)", "![4. assertion](04-assertion.png)", "![5. end](05-end.png)"]
-    assert lines[lines.index("|---|---|---|---|---|---|") + 1:][:2] == [_outcome_row(pr), _outcome_row(fixed)]
+    assert sorted(files) == ["1-divergence.png", "2-went-stale.png", "3-end.png", "comment.md"]
+    md = files["comment.md"]
+    assert md == snapshot
+    shape = _shape(md)
+    assert shape["table"] == 3 and shape["lines"][5:7] == [_outcome_row(pr), _outcome_row(fixed)]
+    assert shape["images"] == ["![divergence](1-divergence.png)", "![went stale](2-went-stale.png)",
+                               "![end](3-end.png)"]
+    assert shape["captions"][0] == ("**1.** the runs part at operation 11, steps 261 / 261: `_delete_tombstone_leaf` "
+                                    "line 98, the `stale_guards` guard, is on in described_fix and off in pre_fix")
+    assert "clean" not in md.replace("cleaned up", "") and "survived" not in md
+    # no caption is said twice: not in two pictures, not in a picture and the table
+    body = "\n".join(shape["captions"])
+    assert all(row not in body for row in (_outcome_row(pr), _outcome_row(fixed)))
+    assert "Replay: `python -m simcache run crash_pr --preset pre_fix` and `python -m simcache run crash_pr " \
+           "--preset described_fix`." in md
 
 
 def test_an_empty_run_has_nothing_to_draw():

@@ -1,7 +1,7 @@
 """The storyboard's pictures compared pixel for pixel: a panel's caption bar, title, caption lines, labels, trees and
 separators at the coordinates the layout promises (drawn here from those numbers, with stand-in trees of one
-colour each); how trees are fitted and placed; the fonts; the caption wrapping; and the stale window's GIF (its
-frames, their order, size, timing and loop), with the panels the storyboard asks for on crash_pr."""
+colour each); how trees are fitted and placed; the fonts; the caption wrapping; the panels the storyboard asks for
+on crash_pr (at most three) and the divergence picture's code at the guard."""
 from __future__ import annotations
 
 import io
@@ -13,9 +13,7 @@ from PIL import Image, ImageChops, ImageDraw, ImageFont
 
 from simcache import simulate
 from simcache import storyboard as sb
-from simcache.render.dot import legend_dot
 from simcache.render.frames import tree_dot
-from simcache.render.moments import compare_positions
 from tests.spies import record_calls
 
 DEJAVU = "/usr/share/fonts/truetype/dejavu/"
@@ -187,58 +185,6 @@ def panels_asked(monkeypatch, heights=None):
     return asked
 
 
-def frames_of(gif: bytes):
-    img = Image.open(io.BytesIO(gif))
-    out = []
-    for i in range(img.n_frames):
-        img.seek(i)
-        out.append((img.info["duration"], img.convert("RGB")))
-    return img, out
-
-
-def test_the_stale_window_of_one_run(monkeypatch, crash_runs):
-    run = crash_runs[0]
-    asked = panels_asked(monkeypatch, heights=lambda n: 100 + n)
-    positions, ops = compare_positions([run.trace])
-    gif = sb._stale_gif([run], positions, ops)
-    # from the went-stale step (122, in op 5) to the assertion (262): the start, then each operation's last step
-    assert [(a[0], a[2], a[3]) for a in asked] == [
-        ("stale window · op 5: R6: request [1,2,7]", ["pre_fix: step 122"], True),
-        ("stale window · op 5: R6: request [1,2,7]", ["pre_fix: step 144"], True),
-        ("stale window · op 6: ctl: events", ["pre_fix: step 175"], True),
-        ("stale window · op 7: ctl: l3_ack", ["pre_fix: step 184"], True),
-        ("stale window · op 8: ctl: l3_ack", ["pre_fix: step 192"], True),
-        ("stale window · op 9: ctl: l3_ack", ["pre_fix: step 201"], True),
-        ("stale window · op 10: mem: evict n=3", ["pre_fix: step 222"], True),
-        ("stale window · op 11: R7: request [8,8,8]", ["pre_fix: step 262"], True)]
-    steps = (122, 144, 175, 184, 192, 201, 222, 262)
-    assert [a[1] for a in asked] == [f"pre_fix: step {s}, {run.trace.steps[s].text}" for s in steps]
-    img, frames = frames_of(gif)
-    assert img.info["loop"] == 0 and len(frames) == 8
-    for n, (ms, f) in enumerate(frames, start=1):
-        assert ms == 1400 and f.size == (860, 108)  # every frame as tall as the tallest, white below
-        assert f.getpixel((0, 0)) == (n, 40, 90) and f.getpixel((859, 99 + n)) == (n, 40, 90)
-        assert n == 8 or f.getpixel((0, 100 + n)) == (255, 255, 255)
-
-
-def test_the_stale_window_side_by_side_and_its_titles(monkeypatch, crash_runs):
-    asked = panels_asked(monkeypatch)
-    positions, ops = compare_positions([r.trace for r in crash_runs])
-    sb._stale_gif(list(crash_runs), positions, ops)
-    # the same operations' ends as alone; at the end pre_fix stays on its assertion while described_fix goes on
-    both = [122, 144, 175, 184, 192, 201, 222]
-    assert [a[2] for a in asked] == [[f"pre_fix: step {s}", f"described_fix: step {s}"] for s in both] + [
-        ["pre_fix: step 262", "described_fix: step 271"]]
-    assert [a[0] for a in asked][:3] == ["stale window · op 5: R6: request [1,2,7]"] * 2 + [
-        "stale window · op 6: ctl: events"]
-    assert asked[-1][0] == "stale window · op 11: R7: request [8,8,8]"
-    t0, t1 = (r.trace for r in crash_runs)
-    assert asked[0][1] == f"pre_fix: step 122, {t0.steps[122].text}; described_fix: step 122, {t1.steps[122].text}"
-    assert asked[-1][1] == ("pre_fix: step 262, AssertionError: parent does not have child key, 1 in "
-                            "_delete_tombstone_leaf; described_fix: step 271, dec_lock_ref([]#2)")
-    assert all(a[3] is False for a in asked)  # two runs: the stand-in _trees says stacked
-
-
 def test_an_operation_only_the_second_run_reached_is_named_from_it(monkeypatch):
     # scenario C's first run raises at op 7 of this schedule; the fixed one goes on to op 9
     s = "pf R2 pf R4 mem R6 ctl mem ctl*2"
@@ -246,93 +192,46 @@ def test_an_operation_only_the_second_run_reached_is_named_from_it(monkeypatch):
     assert (len(a.trace.ops), len(b.trace.ops)) == (8, 10)
     asked = panels_asked(monkeypatch)
     sb.storyboard_files(a, b)
-    pictures = [x[0] for x in asked if not x[0].startswith("stale")]
-    window = [x[0] for x in asked if x[0].startswith("stale")]
-    assert pictures[-2:] == ["4. op 7: mem: evict n=3", "5. op 9: ctl: l3_ack"]
-    assert window[-3:] == ["stale window · op 7: mem: evict n=3", "stale window · op 8: ctl: l3_ack",
-                           "stale window · op 9: ctl: l3_ack"]
-
-
-def test_a_long_window_keeps_every_kth_frame_and_the_last(monkeypatch, crash_runs):
-    asked = panels_asked(monkeypatch)
-    run = crash_runs[0]
-    positions, ops = compare_positions([run.trace])
-    for limit, steps in ((3, [122, 184, 222, 262]),  # eight picks: every third (stride 3), then the last
-                         (7, [122, 175, 192, 222, 262]),  # stride 2
-                         (8, [122, 144, 175, 184, 192, 201, 222, 262])):  # exactly the limit: all eight
-        monkeypatch.setattr(sb, "MAX_GIF_FRAMES", limit)
-        asked.clear()
-        sb._stale_gif([run], positions, ops)
-        assert [a[2] for a in asked] == [[f"pre_fix: step {s}"] for s in steps], limit
-
-
-def test_no_stale_window_without_a_went_stale_step():
-    run = simulate("scenario_a", "followup_fix")
-    assert not run.trace.went_stale and run.trace.steps
-    positions, ops = compare_positions([run.trace])
-    assert sb._stale_gif([run], positions, ops) is None
+    assert asked[-1][0] == "3. the end · op 9: ctl: l3_ack"
 
 
 def test_the_panels_a_storyboard_asks_for(monkeypatch, crash_runs):
     asked = panels_asked(monkeypatch)
-    legend = record_calls(monkeypatch, sb, "render_png")
     files = sb.storyboard_files(crash_runs[0])
-    assert [(a[0], a[2], a[3]) for a in asked[:5]] == [
-        ("1. op 2: pf: prefetch_done n=4 mamba_hit=True · step 49", ["pre_fix: step 49"], True),
-        ("2. op 5: R6: request [1,2,7] · step 122", ["pre_fix: step 122"], True),
-        ("3. op 5: R6: request [1,2,7] · step 124", ["pre_fix: step 124"], True),
-        ("4. op 11: R7: request [8,8,8] · step 262", ["pre_fix: raised"], True),  # the raising step says so
-        ("stale window · op 5: R6: request [1,2,7]", ["pre_fix: step 122"], True)]
-    assert [a[1] for a in asked[:4]] == [c for _, _, c in sb.key_moments(crash_runs[0])]
-    assert legend == [((legend_dot(),), {"dpi": 80})]
-    assert sorted(files) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
-                             "comment.md", "legend.png", "stale-window.gif"]
-    assert Image.open(io.BytesIO(files["02-went-stale.png"])).getpixel((0, 0)) == (2, 40, 90)
+    # one run: the went-stale holders and the end; no caption inside a picture (the comment says it, once)
+    assert [(a[0], a[1], a[2]) for a in asked] == [
+        ("1. went stale · op 5: R6: request [1,2,7]", "", [""]),
+        ("2. the end · op 11: R7: request [8,8,8]", "", [""])]
+    assert sorted(files) == ["1-went-stale.png", "2-end.png", "comment.md"]
+    assert Image.open(io.BytesIO(files["1-went-stale.png"])).getpixel((0, 0)) == (1, 40, 90)
 
 
 def test_the_panels_of_a_comparison(monkeypatch, crash_runs):
     asked = panels_asked(monkeypatch)
     files = sb.storyboard_files(*crash_runs)
-    # no " · step N" in a comparison's titles (each run has its own); a run stays on its raising step to the end
-    assert [(a[0], a[2], a[3]) for a in asked[:5]] == [
-        ("1. op 2: pf: prefetch_done n=4 mamba_hit=True", ["pre_fix: step 49", "described_fix: step 49"], False),
-        ("2. op 5: R6: request [1,2,7]", ["pre_fix: step 122", "described_fix: step 122"], False),
-        ("3. op 5: R6: request [1,2,7]", ["pre_fix: step 124", "described_fix: step 124"], False),
-        ("4. op 11: R7: request [8,8,8]", ["pre_fix: raised", "described_fix: step 262"], False),
-        ("5. op 11: R7: request [8,8,8]", ["pre_fix: raised", "described_fix: step 271"], False)]
-    # a moment both runs share is said once, for both; different ones are each said with their preset
-    assert asked[0][1] == ("pre_fix and described_fix: first violation (backup continuity): node 9 [9,9] is backed "
-                           "up but its parent node 8 [1,2] is not")
-    assert asked[3][1] == ("pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in "
-                           "_delete_tombstone_leaf) | described_fix: node #8 [1,2] cleaned up by a guard: stale node "
-                           "in _delete_tombstone_leaf")
-    assert asked[4][1] == "described_fix: the end: the cache survived"
-    assert [a[2] for a in asked[5:]][-1] == ["pre_fix: step 262", "described_fix: step 271"]
-    assert sorted(files) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
-                             "05-end.png", "comment.md", "legend.png", "stale-window.gif"]
+    # the divergence (both trees, over their code), the went-stale tree once (the runs agree there), the two ends
+    assert [(a[0], a[2]) for a in asked] == [
+        ("1. the divergence · op 11: R7: request [8,8,8]", ["pre_fix: step 261", "described_fix: step 261"]),
+        ("2. went stale · op 5: R6: request [1,2,7]", [""]),
+        ("3. the end · op 11: R7: request [8,8,8]",
+         ["pre_fix: raised at step 262", "described_fix: ended at step 271"])]
+    assert sorted(files) == ["1-divergence.png", "2-went-stale.png", "3-end.png", "comment.md"]
 
 
 def test_a_replay_line_without_a_schedule():
     run = simulate("scenario_d", "pre_fix", schedule="")  # the initial state's steps only
     assert str(run.schedule) == "" and run.trace.steps
-    assert sb._comment([run], [], False).splitlines()[2] == (
-        "Schedule: `` (replay: `python -m simcache run scenario_d --preset pre_fix`).")
-
-
-def test_outcome_row_lists_every_damaged_pool():
-    pools = {"device_kv": {"double_freed": 2, "leaked": 0}, "device_mamba": {"double_freed": 1, "leaked": 3},
-             "host_kv": {"double_freed": 0, "leaked": 4}}
-    run = SimpleNamespace(trace=SimpleNamespace(went_stale=[1], cleaned_up=[]), crash=None, preset="pre_fix",
-                          to_json=lambda: {"pools": pools})
-    assert sb._outcome_row(run) == ("| `pre_fix` | clean | 1 | 0 | device_kv: 2, device_mamba: 1 | "
-                                    "device_mamba: 3, host_kv: 4 |")
+    line = next(x for x in sb._comment([run], []).splitlines() if x.startswith("Schedule:"))
+    assert line == "Schedule: ``. Replay: `python -m simcache run scenario_d --preset pre_fix --schedule ''`."
 
 
 def test_a_one_step_run_has_its_end_at_step_0():
     trace = SimpleNamespace(went_stale=[], violations=[], readmitted=[], cleaned_up=[], steps=["one"])
-    assert sb.key_moments(SimpleNamespace(trace=trace, crash=None)) == [(0, "end", "the end: the cache survived")]
+    run = SimpleNamespace(trace=trace, crash=None, window=None, narrowed=None,
+                          result={"double_frees": [], "accounting": {}})
+    assert sb.key_moments(run) == [(0, "end", "the end: no assertion; no damage")]
     trace.steps = []
-    assert sb.key_moments(SimpleNamespace(trace=trace, crash=None)) == []  # (no step -1)
+    assert sb.key_moments(run) == []  # (no step -1)
 
 
 def test_write_storyboard_refuses_a_bad_folder_before_drawing(monkeypatch, tmp_path, crash_runs):
@@ -353,37 +252,14 @@ def test_write_storyboard_refuses_a_bad_folder_before_drawing(monkeypatch, tmp_p
 def test_write_storyboard_writes_the_comparison_or_says_which_file_cannot_go(monkeypatch, tmp_path, crash_runs):
     panels_asked(monkeypatch)
     written = sb.write_storyboard(crash_runs[0], tmp_path / "sb", compare=crash_runs[1])
-    assert sorted(written) == ["01-first-violation.png", "02-went-stale.png", "03-readmitted.png", "04-assertion.png",
-                               "05-end.png", "comment.md", "legend.png", "stale-window.gif"]
+    assert sorted(written) == ["1-divergence.png", "2-went-stale.png", "3-end.png", "comment.md"]
     assert "under `pre_fix` vs `described_fix`" in written["comment.md"].read_text()
-    (tmp_path / "in_the_way" / "02-went-stale.png").mkdir(parents=True)  # only the drawing names it
+    (tmp_path / "in_the_way" / "1-went-stale.png").mkdir(parents=True)  # only the drawing names it
     with pytest.raises(sb.ConfigError) as e:
         sb.write_storyboard(crash_runs[0], tmp_path / "in_the_way")
-    assert str(e.value) == f"{tmp_path / 'in_the_way'} holds a folder named 02-went-stale.png where a file goes; " \
+    assert str(e.value) == f"{tmp_path / 'in_the_way'} holds a folder named 1-went-stale.png where a file goes; " \
                            "choose another --storyboard"
-    assert sorted(p.name for p in (tmp_path / "in_the_way").iterdir()) == ["02-went-stale.png"]
-
-
-def test_moments_at_one_position_keep_the_runs_order(monkeypatch, crash_runs):
-    asked = panels_asked(monkeypatch)
-    files = sb.storyboard_files(crash_runs[1], crash_runs[0])  # the fixed run first
-    # at op 11 described_fix's clean-up comes first (its run is first), and names the file
-    assert sorted(files)[3] == "04-cleaned-up.png"
-    assert asked[3][1] == ("described_fix: node #8 [1,2] cleaned up by a guard: stale node in _delete_tombstone_leaf "
-                           "| pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in "
-                           "_delete_tombstone_leaf)")
-
-
-def test_the_gif_of_real_trees_keeps_at_most_128_colours(crash_runs):
-    run = crash_runs[0]
-    positions, ops = compare_positions([run.trace])
-    img = Image.open(io.BytesIO(sb._stale_gif([run], positions, ops)))
-    colours = set()
-    for i in range(img.n_frames):
-        img.seek(i)
-        colours |= {c for _, c in img.convert("RGB").getcolors(maxcolors=1 << 16) or ()}
-        assert len(img.convert("RGB").getcolors(maxcolors=1 << 16)) <= 128
-    assert len(colours) > 128  # each frame has its own palette: together they use more
+    assert sorted(p.name for p in (tmp_path / "in_the_way").iterdir()) == ["1-went-stale.png"]
 
 
 def test_a_caption_line_just_under_the_column_stays_one_line():
@@ -396,15 +272,15 @@ def test_a_caption_line_just_under_the_column_stays_one_line():
     assert same(got, want)
 
 
-def test_a_window_opening_on_an_operations_first_step(monkeypatch):
-    # went stale at step 3, the first step of op 1: frames at 3, at op 1's last step (4), and at the end (7)
-    asked = panels_asked(monkeypatch)
-    monkeypatch.setattr(sb, "op_text", lambda t, k: f"op text {k}")
-    trace = SimpleNamespace(went_stale=[SimpleNamespace(step=3)], ops=[0, 1, 2],
-                            steps=[SimpleNamespace(text=f"micro-step {i}") for i in range(8)])
-    run = SimpleNamespace(preset="pre_fix", trace=trace)
-    ops = [0, 0, 0, 1, 1, 2, 2, 2]
-    sb._stale_gif([run], [(i,) for i in range(8)], ops)
-    assert [(a[0], a[1]) for a in asked] == [("stale window · op 1: op text 1", "pre_fix: step 3, micro-step 3"),
-                                             ("stale window · op 1: op text 1", "pre_fix: step 4, micro-step 4"),
-                                             ("stale window · op 2: op text 2", "pre_fix: step 7, micro-step 7")]
+def test_the_divergence_picture_shows_both_runs_code_at_the_guard(crash_runs):
+    from simcache.render.diverge import divergence_point
+
+    d = divergence_point(*crash_runs)
+    assert (d.function, d.line, d.flag, d.steps) == ("_delete_tombstone_leaf", 98, "stale_guards", (261, 261))
+    on = sb._code_png(crash_runs[1], 261, d, sb.HALF)
+    off = sb._code_png(crash_runs[0], 261, d, sb.HALF)
+    green, grey = (0xDC, 0xFC, 0xE7), (0xE5, 0xE7, 0xEB)
+    # the guard's row is green where the flag is on (described_fix), grey where it is off (pre_fix)
+    assert any(on.getpixel((200, y)) == green for y in range(on.height))
+    assert any(off.getpixel((200, y)) == grey for y in range(off.height))
+    assert not any(on.getpixel((200, y)) == grey for y in range(on.height))

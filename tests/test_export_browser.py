@@ -70,7 +70,8 @@ def test_exported_page_is_self_contained_and_steps(browser, tmp_path):
     assert path.stat().st_size < 3_000_000
     page = open_page(browser, path)
     at_frame(page, 0)
-    expect(page.locator("#run0 .caption")).to_contain_text(f"step 0/{CRASH_STEP}")
+    expect(page.locator("#pos")).to_have_text(f"step 0 of {CRASH_STEP}")  # one counter
+    expect(page.locator("#run0 .caption")).to_have_text(re.compile(r"^Op 0 \(.*\): The operation begins\.$"))
     page.click("#btn-next")
     at_frame(page, 1)
     ops = run_c().trace.ops

@@ -56,7 +56,7 @@ def test_a_crash_of_the_simulated_cache_is_a_result_and_the_cli_reports_it(capsy
         "scenario", "preset", "flags", "schedule", "outcome", "assertion", "went_stale", "cleaned_up", "readmitted",
         "first_violation", "violations", "pools", "steps", "operations", "trace_sha256", "warnings", "raised_in",
         "step", "status", "tree", "double_frees", "accounting", "counters", "first_stale", "stale_final",
-        "outcome_text", "sig", "chain", "tree_slots", "free", "inflight"])
+        "outcome_text", "sig", "chain", "tree_slots", "free", "inflight", "window"])
     assert j["outcome_text"] == "AssertionError: parent does not have child key, 1"
     assert j["sig"] == "AssertionError: parent does not have child key in _delete_tombstone_leaf"
     assert (j["scenario"], j["preset"], j["schedule"]) == ("crash_pr", "followup_fix",

@@ -164,7 +164,7 @@ def test_the_assertion_frame_never_contradicts_itself():
     assert 'color="#6b7280"' in n11 and "detached" in n11
     assert "nothing holds it" not in f.panels[3].split('data-node="11"', 1)[1].split("<p", 1)[0]
     # the explanation says who holds #8 now, in the same words
-    now = f.explanation.split("Now, at step", 1)[1]
+    now = f.explanation.split("At this step it is still held by:", 1)[1]
     for h in held[8]:
         assert escape(h) in now
 

@@ -146,17 +146,18 @@ def test_notebook3_player_jumps_to_the_stale_node(lab):
             # the player's own widget: the outermost box holding its jump button (static drawings lie outside it)
             player = page.locator(".widget-vbox", has=jump).first
             # a locator, re-queried on every check: the widget may replace the caption's element when it re-renders
-            caption = player.get_by_text(re.compile(r"pre_fix · step \d+/\d+")).first
-            expect(caption).to_have_text(re.compile(r"step 0/\d+"), timeout=budget_ms(UI_S))
+            counter = player.locator(".sc-count").first  # the player's one counter
+            caption = player.get_by_text(re.compile(r"^Op \d+ \(")).first
+            expect(counter).to_have_text(re.compile(r"step 0 of \d+"), timeout=budget_ms(UI_S))
 
             player.get_by_role("button", name="step ▶", exact=True).click()
-            expect(caption).to_have_text(re.compile(r"step 1/\d+"), timeout=budget_ms(UI_S))
+            expect(counter).to_have_text(re.compile(r"step 1 of \d+"), timeout=budget_ms(UI_S))
             assert player.locator("svg g.went-stale").count() == 0
 
             jump.click()
             stale = player.locator("svg g.went-stale")
             stale.first.wait_for(timeout=budget_ms(UI_S))
-            expect(caption).to_contain_text("[went-stale]", timeout=budget_ms(UI_S))
+            expect(caption).to_contain_text("goes stale here", timeout=budget_ms(UI_S))
             assert stale.count() == 1 and stale.get_attribute("id") == "n8"
             assert "WENT STALE" in stale.text_content()
             box = stale.locator("polygon, path").first

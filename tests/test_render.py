@@ -9,7 +9,6 @@ intended change, ``pytest tests/test_render.py --snapshot-update`` and review th
 """
 from __future__ import annotations
 
-
 import pytest
 from views_helpers import ARTIFACTS, run_c, scenario_doc, story
 

@@ -115,9 +115,10 @@ def test_caption_names_preset_step_operation_and_moments():
     last = len(t.steps) - 1
     k = len(t.ops) - 1
     from simcache.render.explain import op_text
-    assert caption(run, last) == (f"pre_fix · step {last}/{last} · op {k} ({op_text(t, k)}) · {t.steps[last].text}"
-                                  "  [assertion]")
-    assert caption(run, 0) == f"pre_fix · step 0/{last} · op 0 ({op_text(t, 0)}) · {t.steps[0].text}"
+    # one plain sentence under its operation; the step number is the view's one counter, not the caption's
+    assert caption(run, last) == (f"Op {k} ({op_text(t, k)}): The simulated cache raises AssertionError in "
+                                  "_delete_tombstone_leaf: parent does not have child key, 1.")
+    assert caption(run, 0) == f"Op 0 ({op_text(t, 0)}): The operation begins."
 
 
 def test_caption_lists_two_moments_at_one_step_comma_separated():
@@ -126,8 +127,9 @@ def test_caption_lists_two_moments_at_one_step_comma_separated():
     t = run.trace
     step = t.went_stale[0].step
     assert moments_at(t, step) == ("went-stale", "violation")
-    assert caption(run, step) == (f"pre_fix · step {step}/{len(t.steps) - 1} · op 1 (mem: evict_host n=1) · "
-                                  "detach [1,2]#7 from []#2 slot 1  [went-stale, violation]")
+    assert caption(run, step) == ("Op 1 (mem: evict_host n=1): #7 [1,2] is detached from the root (slot 1): the tree "
+                                  "no longer reaches it. #7 goes stale here: detached while still held. An invariant "
+                                  "breaks here: attachment, no_leak.")
 
 
 def test_tree_dot_passes_every_option_and_compares_with_the_operations_first_state():

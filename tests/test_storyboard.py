@@ -1,10 +1,10 @@
-"""The storyboard for a PR comment (issue 17, part 4): PNGs of the key moments, a GIF of the stale window and a
-comment.md, written under safe_io's rules.
+"""The storyboard for a PR comment (issue 17 part 4, issue 40 §4): at most three PNGs and a comment.md, written
+under safe_io's rules.
 
-Story: scenario A under pre_fix gives three pictures (went stale, re-admitted, the assertion) 860 px wide, a GIF
-of the window from the stale step to the assertion, and a comment linking them in order with the outcome table;
-with --compare the two presets share each picture. A planted symlink in DIR is moved aside, never followed; a file,
-a device or an empty name as DIR is one sentence and exit status 2, and nothing is written.
+Story: scenario A under pre_fix gives two pictures (went stale, the end) 860 px wide and a comment with the
+outcome table first; with --compare the divergence comes first, side by side with both runs' code at the guard.
+A planted symlink in DIR is moved aside, never followed; a file, a device or an empty name as DIR is one sentence
+and exit status 2, and nothing is written.
 """
 from __future__ import annotations
 
@@ -30,32 +30,24 @@ def test_key_moments_of_scenario_a_in_order():
 def test_the_storyboard_of_one_run(tmp_path):
     run = simulate("scenario_a", "pre_fix")
     written = write_storyboard(run, tmp_path / "sb")
-    assert sorted(written) == ["01-went-stale.png", "02-readmitted.png", "03-assertion.png", "comment.md",
-                               "legend.png", "stale-window.gif"]
-    for name in ("01-went-stale.png", "02-readmitted.png", "03-assertion.png"):
+    assert sorted(written) == ["1-went-stale.png", "2-end.png", "comment.md"]
+    for name in ("1-went-stale.png", "2-end.png"):
         img = Image.open(written[name])
         assert img.format == "PNG" and img.width == WIDTH and 300 < img.height < 1400
-    gif = Image.open(written["stale-window.gif"])
-    assert gif.format == "GIF" and gif.width == WIDTH and gif.n_frames == 3  # ops 1, 2 and 3: stale .. assertion
     md = written["comment.md"].read_text()
     links = [line for line in md.splitlines() if line.startswith("![")]
-    assert links == ["![1. went stale](01-went-stale.png)", "![2. readmitted](02-readmitted.png)",
-                     "![3. assertion](03-assertion.png)", "![the stale window](stale-window.gif)",
-                     "![legend](legend.png)"]
-    assert "**2.** node #7 [1,2] re-admitted while detached: re-admitted to evictable_full_host_leaves" in md
-    assert ("| `pre_fix` | `AssertionError: parent does not have child key, 1` in `_evict_host_leaf` | 1 | 0 | none "
-            "| none |") in md
+    assert links == ["![went stale](1-went-stale.png)", "![end](2-end.png)"]
+    assert ("| `pre_fix` | AssertionError: parent does not have child key, 1 (in _evict_host_leaf) | 1 | 0 |") in md
 
 
-def test_compare_puts_both_presets_in_each_picture():
+def test_compare_shows_the_divergence_side_by_side_and_never_says_clean():
     files = storyboard_files(simulate("scenario_a", "pre_fix"), simulate("scenario_a", "followup_fix"))
-    assert sorted(files) == ["01-went-stale.png", "02-readmitted.png", "03-assertion.png", "comment.md",
-                             "legend.png", "stale-window.gif"]
+    assert sorted(files) == ["1-divergence.png", "2-went-stale.png", "3-end.png", "comment.md"]
     md = files["comment.md"]
-    assert ("**3.** pre_fix: the assertion: AssertionError: parent does not have child key, 1 (in _evict_host_leaf) "
-            "| followup_fix: the end: the cache survived") in md
-    assert "| `followup_fix` | clean | 0 | 0 | none | none |" in md
-    side = Image.open(io.BytesIO(files["03-assertion.png"]))
+    assert "| `followup_fix` | no assertion; no damage | 0 | 0 |" in md
+    assert "`_iteratively_delete_tombstone_leaf` line 116, the `cascade_respects_host_refs` guard, is on in " \
+           "followup_fix and off in pre_fix" in md
+    side = Image.open(io.BytesIO(files["1-divergence.png"]))
     assert side.width == WIDTH
 
 
@@ -68,10 +60,9 @@ def test_storyboard_writes_only_its_files_and_never_follows_a_planted_link(tmp_p
     (out / "notes.txt").write_text("mine")
     assert main(["export", "scenario_d", "--storyboard", str(out)]) == 0
     printed = capsys.readouterr().out.split()
-    assert printed == [str(out / n) for n in ("01-first-violation.png", "02-went-stale.png", "03-assertion.png",
-                                              "stale-window.gif", "legend.png", "comment.md")]
+    assert printed == [str(out / n) for n in ("1-went-stale.png", "2-end.png", "comment.md")]
     assert victim.read_text() == "keep me"
-    assert not (out / "comment.md").is_symlink() and (out / "comment.md").read_text().startswith("### simcache")
+    assert not (out / "comment.md").is_symlink() and (out / "comment.md").read_text().startswith("<!-- simcache")
     assert (out / "notes.txt").read_text() == "mine"
 
 

@@ -15,6 +15,7 @@ from html import escape
 from ..codepane import CodeFrame, code_at, flag_on
 from ..versions import Flags
 from .panels import _of
+from .words import short
 
 WINDOW = 9  # source lines shown either side of the current line
 CODE_CSS = (
@@ -40,7 +41,7 @@ CODE_CSS = (
 
 def _node_label(snap, nid: int) -> str:
     v = snap.nodes.get(nid) if snap is not None else None
-    return f"#{nid}" if v is None else f"#{nid} [{v.key_text}]"
+    return f"#{nid}" if v is None else f"#{nid} [{short(f'[{v.key_text}]')[1:-1]}]"
 
 
 def hover_css(token: str, node_ids) -> str:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from html import escape
 
 from ..snapshot import NodeView, Snapshot
+from .focus import focus_tree
+from .words import KEY_LIMIT, short_key
 
 FILL = {"device": "#dbeafe", "host": "#fef3c7", "both": "#dbeafe;0.5:#fef3c7", "none": "#ffffff"}
 BORDER = {"device": "#1d4ed8", "host": "#b45309", "both": "#1d4ed8", "none": "#9ca3af"}
@@ -33,11 +35,9 @@ _CHANGE_FIELDS = ("key", "parent", "children", "attached", "value", "host_value"
                   "full_lock_ref", "mamba_lock_ref", "host_ref", "host_mamba_ref")
 
 
-def abbreviate_key(key: tuple[int, ...], limit: int = 6) -> str:
-    """``1,2,3`` or, past ``limit`` tokens, ``1,2,3,…,64 (64)``."""
-    if len(key) <= limit:
-        return ",".join(map(str, key))
-    return ",".join(map(str, key[:3])) + f",…,{key[-1]} ({len(key)})"
+def abbreviate_key(key: tuple[int, ...], limit: int = KEY_LIMIT) -> str:
+    """``1,2,3`` or, past ``limit`` tokens, ``1,2,3,…,64 (64)`` (``words.short_key``: every view's one rule)."""
+    return short_key(key, limit)
 
 
 def child_key_text(key: tuple[int, ...], page_size: int = 1) -> str:
@@ -211,11 +211,16 @@ def legend_dot(hide_host: bool = False, hide_mamba: bool = False) -> str:
 
 def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: dict | None = None,
                     hide_host: bool = False, hide_mamba: bool = False, page_size: int = 1,
-                    legend: bool = True) -> str:
+                    legend: bool = True, focus: set[int] | None = None) -> str:
     """DOT source for ``snap``; ``highlight``: ``{"went_stale": ids, "cleaned": ids, "assertion": ids,
-    "ghosts": {id: Ghost}, "violations": {id: invariant names}}`` (see ``ghosts.highlight_at``)."""
+    "ghosts": {id: Ghost}, "violations": {id: invariant names}}`` (see ``ghosts.highlight_at``). ``focus``: the
+    subjects of a focus view (``focus.py``): only they, their ancestors and siblings are drawn, each other
+    subtree folded into one box."""
     hl = highlight or {}
     tree = _visible_tree(snap, hide_host)
+    folds: dict[int, int] = {}
+    if focus is not None:
+        tree, folds = focus_tree(snap, tree, focus)
     detached = _detached(snap, hl)
     drawn = set(tree) | set(detached)
     out = ["digraph cache {", '  graph [rankdir="TB" fontname="Helvetica" nodesep="0.35" ranksep="0.5" '
@@ -226,6 +231,10 @@ def snapshot_to_dot(snap: Snapshot, prev: Snapshot | None = None, *, highlight: 
         n = snap.nodes[i]
         if n.parent in drawn and n.id != snap.root:
             out.append(f"  n{n.parent} -> n{i} {_attrs(label=' ' + child_key_text(n.key, page_size) + ' ')};")
+    for i, hidden in sorted(folds.items()):
+        box = _attrs(id=f"fold{i}", label=f"▸ {hidden} node{'s' if hidden != 1 else ''} folded", style="dashed,rounded",
+                     color=GREY, fontcolor=GREY, fontsize="12", **{"class": "fold"})
+        out += [f"  fold{i} {box};", f"  n{i} -> fold{i} {_attrs(style='dashed', color=GREY, arrowhead='none')};"]
     ghosts = hl.get("ghosts", {})
 
     def holders(i: int) -> tuple[str, ...]:  # a ghost lists every holder (calls too); else the snapshot's

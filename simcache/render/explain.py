@@ -17,6 +17,7 @@ from ..operations import describe_op
 from ..trace import EVICTION_ENTRIES
 from .ghosts import ghosts_at
 from .moments import assertion_node, assertion_step, op_index_of
+from .words import op_number, short
 
 _NEXT_KINDS = {"attach", "lock", "backup", "cleaned_up", "detach", "set_add", "lru_insert", "write_ack",
                "storage_ack", "load_ack"}
@@ -38,7 +39,7 @@ class StaleStory:
 def op_text(trace, k: int) -> str:
     """Operation ``k`` of ``trace`` as views show it (``R1: request [1 2 3]``)."""
     op = trace.ops[k]
-    return describe_op(op.op, op.actor)
+    return short(describe_op(op.op, op.actor))
 
 
 def _look_ahead(trace, nid: int, after: int, limit: int = 8) -> list[tuple[int, str]]:
@@ -67,7 +68,7 @@ def _look_ahead(trace, nid: int, after: int, limit: int = 8) -> list[tuple[int, 
     if crash is not None and assertion_node(trace) == nid:
         c = trace.crashed
         telling.append((crash, f"the simulated cache raises {c.type}: {c.message} in {c.function}"))
-    return sorted(telling + routine[: max(0, limit - len(telling))])
+    return sorted((st, short(text)) for st, text in telling + routine[: max(0, limit - len(telling))])
 
 
 def stale_story(trace, node_id: int, at_step: int | None = None) -> StaleStory | None:
@@ -84,7 +85,8 @@ def stale_story(trace, node_id: int, at_step: int | None = None) -> StaleStory |
     if entries:
         callers = [h.split("(")[0] for h in ev.holders if "resumes after" in h]
         reentrant = callers[-1] if callers else None
-    return StaleStory(node_id, ev.key, ev.step, k, op_text(trace, k), chain, ev.holders, reentrant,
+    return StaleStory(node_id, short(f"[{ev.key}]")[1:-1], ev.step, op_number(trace, k), op_text(trace, k), chain,
+                      tuple(map(short, ev.holders)), reentrant,
                       tuple(_look_ahead(trace, node_id, ev.step)))
 
 
@@ -132,7 +134,7 @@ def _ending(trace, s: StaleStory) -> str:
     if crash is None or any(st == crash for st, _ in s.next_events):
         return ""
     c = trace.crashed
-    return f"The run ends at step {crash} with {c.type}: {c.message} in {c.function}."
+    return short(f"The run ends at step {crash} with {c.type}: {c.message} in {c.function}.")
 
 
 def explain_html(trace, step: int, run: str = "") -> str:
@@ -155,9 +157,9 @@ def explain_html(trace, step: int, run: str = "") -> str:
         parts += [f"<p>{escape(end)}</p>"] if end else []
         g = ghosts.get(nid) if step > s.step else None
         if g is not None:  # who holds it now: the same list as the tree's box and the ledger (ghosts.holding_at)
-            now = (f"Now, at step {step}, it is still held by:" if g.stale else
-                   f"Now, at step {step}, it is held by:") if g.held else \
-                f"Now, at step {step}, nothing holds it."
+            # no step number here: frames whose holders agree share one copy of this text in an export
+            now = ("At this step it is still held by:" if g.stale else "At this step it is held by:") if g.held \
+                else "At this step nothing holds it."
             parts.append(f'<p class="sc-now">{escape(now)}</p>' + (
                 "<ol>" + "".join(f"<li>{escape(_gloss(h))}</li>" for h in g.holders) + "</ol>" if g.held else ""))
     if not nodes:

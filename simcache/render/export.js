@@ -43,7 +43,7 @@ function simcacheStart(D, viz) {
   function html(k) { return text(D.html, k); }
   var drawn = new Map(), KEEP = 48;  // DOT index -> SVG text, most recently used last
   function drawing(k) {
-    if (!D.dot) { return D.svgs[k]; }
+    if (!D.dot) { return text(D.svgs, k); }
     var svg = drawn.get(k);
     if (svg === undefined) {
       svg = viz.renderString(text(D.svgs, k), { format: "svg" });
@@ -89,8 +89,8 @@ function simcacheStart(D, viz) {
     D.runs.forEach(function (r, j) {
       var f = r.frames[cur], sec = $("run" + j);
       sec.querySelector(".caption").textContent = f.caption;
-      var tree = sec.querySelector(".tree");
-      tree.innerHTML = drawing(f.svg);
+      var tree = sec.querySelector(".tree"), all = $("show-all");
+      tree.innerHTML = drawing(all && all.checked && f.all !== null ? f.all : f.svg);
       if (f.focus !== null) {
         var g = tree.querySelector('g[id="n' + f.focus + '"]');
         if (g) { g.classList.add("focus"); }
@@ -106,10 +106,32 @@ function simcacheStart(D, viz) {
     $("invariants").innerHTML = html(f.inv);
     $("panels").innerHTML = f.panels.map(html).join("");
     slider.value = String(cur);
-    $("pos").textContent = "frame " + (cur + 1) + " / " + N + " \u00b7 step " + f.step + " \u00b7 op " + f.op;
+    // one counter: the micro-step (each run's, side by side)
+    $("pos").textContent = D.runs.length === 1 ? "step " + f.step + " of " + D.runs[0].last :
+      D.runs.map(function (r) { return r.label + " step " + r.frames[cur].step + " of " + r.last; }).join(" \u00b7 ");
+    showDropped(f);
     document.body.setAttribute("data-frame", String(cur));
     document.body.setAttribute("data-step", String(f.step));
     renderAhead();
+  }
+
+  // a long run's page holds operation ends and moments only: say so, with the command that gets the rest
+  function showDropped(f) {
+    var box = $("dropped"), r = D.runs[0], d = r.dropped;
+    if (!d) { box.textContent = ""; return; }
+    var k = d.first.indexOf(r.frames[cur].num), end = k < 0 ? null : d.windows[k];
+    if (box.getAttribute("data-op") === String(k)) { return; }
+    box.setAttribute("data-op", String(k));
+    box.className = "sc-note";
+    box.innerHTML = "";
+    var p = document.createElement("p"), code = document.createElement("code");
+    p.textContent = "This page holds " + d.shown.toLocaleString("en") + " of the run's " + d.total.toLocaleString("en") +
+      " micro-steps: the state after each operation and every key moment, so \u201cstep \u25b6\u201d may skip " +
+      "micro-steps. To step through every micro-step of operations " + d.first[k] + "\u2013" + (end - 1) +
+      ", export that window:";
+    code.id = "ops-cmd";
+    code.textContent = d.cmd.replace(d.sentinel, d.first[k] + ":" + end);
+    box.append(p, code);
   }
 
   function stepOp(d) {
@@ -146,6 +168,7 @@ function simcacheStart(D, viz) {
     if (!marks.some(function (m) { return m[kind]; })) { b.disabled = true; b.title = "none in this run"; }
     b.onclick = function () { jump(kind); };
   });
+  if ($("show-all")) { $("show-all").onchange = function () { show(cur); }; }
   if ($("btn-divergence")) {
     $("divergence").textContent = D.divergence_text;
     $("btn-divergence").onclick = function () {

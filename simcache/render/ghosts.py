@@ -29,9 +29,9 @@ import weakref
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from ..keys import format_key
 from ..trace import DELETERS, EVICTION_ENTRIES
 from .moments import assertion_node, assertion_step, op_index_of
+from .words import short_key
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,7 @@ def ghosts_at(trace, step: int) -> dict[int, Ghost]:
         g = out[nid]
         for other in sorted(children, key=lambda v: v.id):
             if (other.id in out and out[other.id].held) or (other.id not in out and snap.holders.get(other.id)):
-                g = Ghost(nid, g.state, g.since, g.holders + (f"parent pointer of [{format_key(other.key)}]#"
+                g = Ghost(nid, g.state, g.since, g.holders + (f"parent pointer of [{short_key(other.key)}]#"
                                                                 f"{other.id}",), "")
         out[nid] = g
     # bounded drawings on long runs: every held ghost, but only the most recent unheld ones (and the node this

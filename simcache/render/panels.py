@@ -19,6 +19,7 @@ from html import escape
 from ..invariants import INVARIANTS
 from ..snapshot import Snapshot
 from .dot import abbreviate_key
+from .words import short
 
 PANEL_CSS = """
 .sc-panel{font-family:Helvetica,Arial,sans-serif;font-size:14px;color:#111827;margin:0 0 10px 0}
@@ -122,7 +123,7 @@ def holders_panel(snap: Snapshot, node_ids: tuple[int, ...] | None = None, ghost
         order = sorted(ghosts.values(), key=lambda g: (g.state == "deleted", not g.held, g.node))
         parts = []
         for g in order:
-            rows = "".join(f"<tr><td><code>{escape(h)}</code></td><td>{escape(holder_kind(h))}</td></tr>"
+            rows = "".join(f"<tr><td><code>{escape(short(h))}</code></td><td>{escape(holder_kind(h))}</td></tr>"
                            for h in g.holders)
             table = (f'<table class="sc-table"><tr><th>holder</th><th>kind</th></tr>{rows}</table>' if rows
                      else '<span class="sc-empty">nothing holds it at this step</span>')
@@ -165,7 +166,7 @@ def invariants_panel(trace, step: int, run: str = "") -> str:
     if seen:
         v = min(seen, key=lambda v: v.step)
         head = (f'<p class="sc-bad">First violation: step {v.step}, {escape(v.invariant)}: '
-                f"{escape(v.message)}</p>")
+                f"{escape(short(v.message))}</p>")
     return (f'<div class="sc-panel sc-invariants"><h4>Invariants{_of(run)}</h4>{head}'
             f'<table class="sc-table">{"".join(rows)}</table></div>')
 
@@ -179,8 +180,8 @@ def stack_panel(step, op_text: str = "", run: str = "") -> str:
         frames = tuple(step.detail.get("stack", ()))
     items = [f'<li style="padding-left:{d * 0.9:.1f}em">{escape(f)}()</li>' for d, f in enumerate(frames)]
     items.append(f'<li class="sc-here" style="padding-left:{len(frames) * 0.9:.1f}em">'
-                 f'<span class="sc-kind">{escape(step.kind)}</span> {escape(step.text)}</li>')
-    head = f"<div><b>op {step.op}</b> {escape(op_text)}</div>" if op_text else ""
+                 f'<span class="sc-kind">{escape(step.kind)}</span> {escape(short(step.text))}</li>')
+    head = f"<div><b>op {step.op}</b> {escape(short(op_text))}</div>" if op_text else ""
     return (f'<div class="sc-panel sc-callstack"><h4>Call stack{_of(run)}</h4>{head}'
             f'<ul class="sc-stack">{"".join(items)}</ul></div>')
 

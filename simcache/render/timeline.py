@@ -16,6 +16,7 @@ from html import escape
 
 from ..operations import describe_op
 from .moments import moments, op_index_of
+from .words import op_number, short
 
 LEFT, LANE, TOP = 118, 26, 22
 STATUS_FILL = {".": "#bfdbfe", "-": "#e5e7eb", "x": "#fca5a5"}
@@ -81,9 +82,10 @@ def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: s
         y = lane_y[("actor", op.actor or "main")]
         x = LEFT + k * colw
         fill = STATUS_FILL.get(op.status, "#fde68a")
-        text = f"op {k} · {op.actor or 'main'}: {describe_op(op.op)} · status {op.status or '?'}"
+        text = short(f"op {op_number(trace, k)} · {op.actor or 'main'}: {describe_op(op.op)} · "
+                     f"status {op.status or '?'}")
         if hide_after is not None and op.first_step > hide_after:
-            fill, text = "#f3f4f6", f"op {k} · {op.actor or 'main'}: {describe_op(op.op)}"
+            fill, text = "#f3f4f6", short(f"op {op_number(trace, k)} · {op.actor or 'main'}: {describe_op(op.op)}")
         out.append(f'<g class="tl-op" data-op="{k}" data-step="{op.first_step}"><title>{escape(text)}</title>'
                    f'<rect x="{x + 1:.1f}" y="{y + 3}" width="{max(colw - 2, 1):.1f}" height="{LANE - 6}" rx="3" '
                    f'fill="{fill}" stroke="#6b7280" stroke-width="0.6"/>')
@@ -95,7 +97,7 @@ def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: s
         if kind in dict(ACK_LANES):
             y = lane_y[(kind, label)] + LANE / 2
             out += [f'<circle class="tl-ack" cx="{step_x(trace, s.index, width)}" cy="{y}" r="4" fill="#0d9488">'
-                    f"<title>step {s.index}: {escape(s.text)}</title></circle>"
+                    f"<title>step {s.index}: {escape(short(s.text))}</title></circle>"
                     for s in trace.steps if s.kind == kind]
     my = TOP + LANE / 2
     first_violation = min((v.step for v in trace.violations), default=None)
@@ -112,7 +114,7 @@ def timeline_svg(trace, cursor: int | None = None, *, width: int = 960, title: s
                        f"{_marker(kind, x, my, big=(s == first_violation))}</g>")
     for k in range(0, n, max(1, round(60 / colw))):
         out.append(f'<text x="{LEFT + (k + 0.5) * colw:.1f}" y="{bottom + 14}" text-anchor="middle" '
-                   f'fill="#6b7280" font-size="11">{k}</text>')
+                   f'fill="#6b7280" font-size="11">{op_number(trace, k)}</text>')
     out.append(f'<text x="4" y="{bottom + 14}" fill="#6b7280" font-size="11">operation</text>')
     keyx = LEFT
     for kind, text in (("went-stale", "went stale"), ("cleaned-up", "cleaned up"), ("violation", "violation"),
