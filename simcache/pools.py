@@ -192,6 +192,10 @@ class SlotPool:
         self._repeats = False
         self._stamp: np.ndarray | None = None  # a big pool's scratch for _has_repeats
         self._recent: tuple = (None, None)  # a big pool's last allocation: (the list handed out, its index array)
+        # called as on_write(pool, index array) after a write into the numpy view (write, copy_slots): the boundary
+        # check re-reads only those slots of a big pool (other paths write on a GPU or with streams, where it reads
+        # every slot)
+        self.on_write: Callable[[SlotPool, np.ndarray], None] | None = None
         self.double_frees: list[DoubleFree] = []
         self.num_allocs = 0
         # called as observer(pool_name, "alloc" | "free" | "double_free" | "alloc_fail", slots)
@@ -310,7 +314,10 @@ class SlotPool:
         if st is None or self.host:
             self.flush()  # a pending backup into this pool lands first, as it would have without streams
             if self._np is not None:  # a numpy view: small writes skip torch's per-call cost
-                self._np[_idx(slots, self)] = values if values.__class__ is np.ndarray else list(values)
+                idx = _idx(slots, self)
+                self._np[idx] = values if values.__class__ is np.ndarray else list(values)
+                if self.on_write is not None:
+                    self.on_write(self, idx)
                 return
             if values.__class__ is np.ndarray:
                 values = values.tolist()
@@ -508,7 +515,10 @@ def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots
     st = src.streams or dst.streams
     if st is None or stream is None:
         if src._np is not None and dst._np is not None:  # plain CPU pools: numpy views, no torch call
-            dst._np[_idx(dst_slots, dst)] = src._np[_idx(src_slots, src)]
+            idx = _idx(dst_slots, dst)
+            dst._np[idx] = src._np[_idx(src_slots, src)]
+            if dst.on_write is not None:
+                dst.on_write(dst, idx)
             return None
         dst_slots, src_slots = _last_writes(dst_slots, src_slots)
         s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)

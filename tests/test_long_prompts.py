@@ -196,3 +196,44 @@ def test_a_backup_holding_the_wrong_data_is_caught_by_every_content_check(kind):
     assert seen["after"] == ("node 7 [3,4]: host KV does not hold what was written for its prefix", {"kv_content"})
     assert [(v.op, v.invariant, v.message) for v in rec.violations] == [
         (3, "kv_content", "node 7 [3,4]: host KV does not hold what was written for its prefix")]
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_workload_is_broken(monkeypatch, policy):
+    """The boundary check keeps a big pool's per-slot state in numpy and reads only the slots written or re-owned
+    since the last boundary (#41): after every operation of a workload with big KV pools (and small Mamba pools,
+    the plain path), each break of ``test_core_exact_invariants`` is named as the one-pass and named checks name
+    it, and its repair clears it."""
+    from test_core_exact_invariants import BREAKS, SHARED, Agreement, named, workload
+
+    from simcache.ops_run import check_doc, execute
+    from simcache.trace import Recorder
+    from simcache.versions import preset
+
+    agree = Agreement(monkeypatch)
+    doc = workload(policy)
+    doc["config"].update(device_kv=P._BIG, host_kv=P._BIG + 64)
+    cfg, ops = check_doc(doc)
+    rec = Recorder(snapshots=False)
+    applied = []
+
+    def step(i, cache, drv):
+        live = list(drv.live.values())
+        k = i % len(BREAKS)
+        fn, expect = BREAKS[k]
+        if named(cache, live):
+            return
+        for one in fn if isinstance(fn, tuple) else (fn,):
+            undo = one(cache)
+            if undo is None:
+                return
+            got = rec._bc.failing(live)
+            assert got and (expect is None or got == expect), (k, got)
+            undo()
+            assert rec._bc.failing(live) == set(), k
+        applied.append(k)
+
+    execute(cfg, [(None, op) for op in ops], preset("followup_fix"), recorder=rec, on_step=step)
+    assert rec._bc.big == {"device_kv": True, "host_kv": True, "device_mamba": False, "host_mamba": False}
+    assert agree.checked == len(ops) + 2 * len(applied) + 2 * applied.count(BREAKS.index((SHARED, None)))
+    assert set(applied) == set(range(len(BREAKS))) and rec.violations == []

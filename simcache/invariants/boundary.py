@@ -176,12 +176,13 @@ class BoundaryCheck(BoundaryState):
             bad.add("backup_continuity")
         if any(self.shared.values()) and self._exp_shared():
             return failing(cache, live, self.memo)  # a slot owned twice: the named check's way
-        if self.bad["mlen"]:
+        differs = [name for name in _POOL_NAMES if self.big[name] and self.kv_differs(name)]  # (kept up to date)
+        if self.bad["mlen"] or differs:
             bad.add("kv_content")
         else:
             want_bytes = self.want_bytes
             for name in _POOL_NAMES:
-                if self.owned[name]:
+                if self.owned[name] and not self.big[name]:
                     want = want_bytes[name]
                     if want is None:
                         want = want_bytes[name] = self.want[name].tobytes()

@@ -2,6 +2,8 @@
 of every invariant, and the pools' owned and loose slots (``BoundaryState``; the check itself is in ``boundary``)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..node import TreeNode
 from ..pools import kv_extend
 from ..state import held_by
@@ -53,8 +55,6 @@ class BoundaryState:
 
     # --- the state ---
     def _build(self) -> None:
-        import numpy as np
-
         cache = self.cache
         root = cache.root_node
         self.root = root
@@ -77,13 +77,22 @@ class BoundaryState:
         self.want_m: set[int] = set()
         self.host_m: set[int] = set()
         pools = cache.pools.all()
-        # per pool, in plain lists (an operation changes a few dozen slots: per-slot Python beats a numpy call):
-        # how many attached nodes own each slot (all, and those whose slots must hold fingerprints), what each
-        # such slot must hold, the used slots nobody of the tree refers to (``loose``), the slots owned twice
-        self.refs = {p: [0] * pools[p].size for p in _POOL_NAMES}
-        self.cnt = {p: [0] * pools[p].size for p in _POOL_NAMES}
-        self.exp = {p: [0] * pools[p].size for p in _POOL_NAMES}
-        self.loose = {p: {i for i, f in enumerate(pools[p]._free_count) if f == 0} for p in _POOL_NAMES}
+        self.pools = pools
+        # per pool: how many attached nodes own each slot (all, and those whose slots must hold fingerprints), what
+        # each such slot must hold, the used slots nobody of the tree refers to (``loose``), the slots owned twice.
+        # A small pool keeps them in plain lists (an operation changes a few dozen slots: per-slot Python beats a
+        # numpy call); a big one (``pools._BIG``, free counts in numpy too) in arrays, moved per operation in a few
+        # numpy calls, since a long prompt's request moves thousands of slots (``_flush_arrays``)
+        self.big = {p: pools[p]._free_count.__class__ is not list for p in _POOL_NAMES}
+        self.refs, self.cnt, self.exp, self.loose = {}, {}, {}, {}
+        for p in _POOL_NAMES:
+            size, free = pools[p].size, pools[p]._free_count
+            if self.big[p]:
+                self.refs[p], self.cnt[p], self.exp[p] = (np.zeros(size, dtype=np.int64) for _ in range(3))
+                self.loose[p] = set(np.flatnonzero(free == 0).tolist())
+            else:
+                self.refs[p], self.cnt[p], self.exp[p] = [0] * size, [0] * size, [0] * size
+                self.loose[p] = {i for i, f in enumerate(free) if f == 0}
         self.multi = dict.fromkeys(_POOL_NAMES, 0)
         self.shared = dict.fromkeys(_POOL_NAMES, False)
         # what the kv check compares a pool's data with, in one vectorised step: ``data & mask == want`` where
@@ -98,6 +107,14 @@ class BoundaryState:
         self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
         # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
         self._q: dict[str, tuple] = {p: ([], [], [], [], []) for p in _POOL_NAMES}
+        # a big pool's kv check reads only the slots whose data (``SlotPool.on_write``) or wanted content changed
+        # since the last boundary (``dirty``; ``None``: all of them) and keeps the owned slots that differ (``kv_bad``)
+        self.kv_bad: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
+        self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
+        for p in _POOL_NAMES:
+            if self.big[p]:
+                pools[p].on_write = self._written
+                self.dirty[p] = None
         for n in self._subtree(root, _H0, 0):  # the attached nodes below the root, each counted once
             s = self._share_of(n)
             self.share[id(n)] = (n, s)
@@ -233,16 +250,50 @@ class BoundaryState:
                 if want is not None:
                     cm += slots
 
+    def _written(self, pool, idx) -> None:
+        """``SlotPool.on_write``: the data of these slots changed (a copy of this cache's pool, in a checkpoint or
+        a replay, shares the hook and is ignored)."""
+        name = pool.name
+        if self.pools.get(name) is not pool:
+            return
+        dirty = self.dirty[name]
+        if dirty is not None:
+            dirty.append(idx)
+            if len(dirty) > 4096:  # a boundary nobody checks (the check fell back, or stopped): read all, later
+                self.dirty[name] = None
+
+    def kv_differs(self, name: str) -> bool:
+        """A big pool: whether an owned slot holds other than what it must, from the slots that changed."""
+        pool, dirty = self.pools[name], self.dirty[name]
+        mask, want, bad = self.mask[name], self.want[name], self.kv_bad[name]
+        if dirty is None:
+            idx = np.flatnonzero(mask)
+            bad.clear()
+        elif dirty:
+            idx = np.unique(np.concatenate(dirty)) if len(dirty) > 1 else np.unique(dirty[0])
+        else:
+            return bool(bad)
+        self.dirty[name] = []
+        differs = (pool._np[idx] & mask[idx]) != want[idx]
+        if dirty is not None:
+            bad.difference_update(idx[~differs].tolist())
+        bad.update(idx[differs].tolist())
+        return bool(bad)
+
     def _flush(self) -> None:
         """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state.
 
         The kv check's mask and wanted content follow each slot as its count moves (``_rewant``'s rule: all bits
         and ``exp`` where an attached node owns the slot, zero elsewhere), written one item at a time through a
-        memoryview: an operation moves a few dozen slots, and two numpy calls per pool cost more than that."""
+        memoryview: an operation moves a few dozen slots, and two numpy calls per pool cost more than that. A big
+        pool's are moved with numpy instead (``_flush_arrays``)."""
         pools = self.cache.pools.all()
         for pool, (rp, rm, cp, cm, cw) in self._q.items():
             events = self._events[pool]
             if not (rp or rm or cp or cm or events):
+                continue
+            if self.big[pool]:
+                self._flush_arrays(pool, pools[pool])
                 continue
             refs, cnt, exp = self.refs[pool], self.cnt[pool], self.exp[pool]
             mask, want = self.mask_mv[pool], self.want_mv[pool]
@@ -287,6 +338,61 @@ class BoundaryState:
             for q in (rp, rm, cp, cm, cw, events):
                 q.clear()
 
+    def _flush_arrays(self, pool: str, slot_pool) -> None:
+        """``_flush`` of one big pool in numpy, with the loops' exact effect: a slot listed several times moves as
+        many times (its count crosses 1 and 2 at most once each way, which is what ``owned`` and ``multi`` count),
+        the last wanted value listed for a slot is the one it keeps, and ``loose`` follows each listed slot's final
+        free count and references."""
+        rp, rm, cp, cm, cw = self._q[pool]
+        events = self._events[pool]
+        refs, cnt, exp, mask, want = self.refs[pool], self.cnt[pool], self.exp[pool], self.mask[pool], self.want[pool]
+        changed = []
+        if rm:
+            np.subtract.at(refs, _ix(rm), 1)
+        if cm:
+            u, k = np.unique(_ix(cm), return_counts=True)
+            c0 = cnt[u]
+            c1 = c0 - k
+            cnt[u] = c1
+            self.multi[pool] -= int(np.count_nonzero((c0 >= 2) & (c1 <= 1)))
+            self.owned[pool] -= int(np.count_nonzero((c0 >= 1) & (c1 <= 0)))
+            on = c1 > 0
+            mask[u] = np.where(on, -1, 0)
+            want[u] = np.where(on, exp[u], 0)
+            changed.append(u)
+        if rp:
+            np.add.at(refs, _ix(rp), 1)
+        if cp:
+            ci, wa = _ix(cp), np.fromiter(cw, dtype=np.int64, count=len(cw))
+            u, first, k = np.unique(ci[::-1], return_index=True, return_counts=True)
+            w = wa[len(ci) - 1 - first]  # each slot's last wanted value
+            c0 = cnt[u]
+            c1 = c0 + k
+            cnt[u] = c1
+            self.owned[pool] += int(np.count_nonzero((c0 <= 0) & (c1 >= 1)))
+            twice = int(np.count_nonzero((c0 <= 1) & (c1 >= 2)))
+            if twice:
+                self.multi[pool] += twice
+                self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
+            exp[u] = w
+            on = c1 > 0
+            mask[u] = np.where(on, -1, 0)
+            want[u] = np.where(on, w, 0)
+            changed.append(u)
+        if changed:
+            self.want_bytes[pool] = None
+            if self.dirty[pool] is not None:
+                self.dirty[pool] += changed
+        listed = [_ix(g) for g in (rm, rp, events) if g]
+        if listed:
+            s = np.unique(np.concatenate(listed)) if len(listed) > 1 else np.unique(listed[0])
+            free = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
+            loose = self.loose[pool]
+            loose.update(s[free].tolist())
+            loose.difference_update(s[~free].tolist())
+        for q in (rp, rm, cp, cm, cw, events):
+            q.clear()
+
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
         cnt, exp, mask, want = self.cnt[pool], self.exp[pool], self.mask_mv[pool], self.want_mv[pool]
@@ -296,6 +402,8 @@ class BoundaryState:
             else:
                 mask[i] = want[i] = 0
         self.want_bytes[pool] = None
+        if self.big[pool] and self.dirty[pool] is not None:
+            self.dirty[pool].append(_ix(list(slots)))
 
     def _releaf(self, n) -> None:
         cache, i = self.cache, id(n)
@@ -343,3 +451,7 @@ class BoundaryState:
                     self._rewant(name, touched)
                 self.shared[name] = False
         return False
+
+
+def _ix(slots) -> np.ndarray:
+    return np.fromiter(slots, dtype=np.int64, count=len(slots))
