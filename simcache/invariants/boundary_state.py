@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import TreeNode
-from ..pools import kv_extend
+from ..pools import _has_repeats, kv_extend
 from ..state import held_by
 from .one_pass import _H0, _M
 from .tracked import _MOVED, _POOL_NAMES, _REKIDS, TrackedNode
@@ -110,6 +110,7 @@ class BoundaryState:
         # a big pool's kv check reads only the slots whose data (``SlotPool.on_write``) or wanted content changed
         # since the last boundary (``dirty``; ``None``: all of them) and keeps the owned slots that differ (``kv_bad``)
         self.kv_bad: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
+        self._stamp: dict[str, np.ndarray] = {}
         self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
         for p in _POOL_NAMES:
             if self.big[p]:
@@ -269,8 +270,8 @@ class BoundaryState:
         if dirty is None:
             idx = np.flatnonzero(mask)
             bad.clear()
-        elif dirty:
-            idx = np.unique(np.concatenate(dirty)) if len(dirty) > 1 else np.unique(dirty[0])
+        elif dirty:  # (a slot listed twice is judged twice, alike)
+            idx = np.concatenate(dirty) if len(dirty) > 1 else dirty[0]
         else:
             return bool(bad)
         self.dirty[name] = []
@@ -350,7 +351,11 @@ class BoundaryState:
         if rm:
             np.subtract.at(refs, _ix(rm), 1)
         if cm:
-            u, k = np.unique(_ix(cm), return_counts=True)
+            u = _ix(cm)
+            if self._repeats(pool, u):
+                u, k = np.unique(u, return_counts=True)
+            else:
+                k = 1
             c0 = cnt[u]
             c1 = c0 - k
             cnt[u] = c1
@@ -363,9 +368,12 @@ class BoundaryState:
         if rp:
             np.add.at(refs, _ix(rp), 1)
         if cp:
-            ci, wa = _ix(cp), np.fromiter(cw, dtype=np.int64, count=len(cw))
-            u, first, k = np.unique(ci[::-1], return_index=True, return_counts=True)
-            w = wa[len(ci) - 1 - first]  # each slot's last wanted value
+            u, w = _ix(cp), np.fromiter(cw, dtype=np.int64, count=len(cw))
+            if self._repeats(pool, u):
+                u, first, k = np.unique(u[::-1], return_index=True, return_counts=True)
+                w = w[len(w) - 1 - first]  # each slot's last wanted value
+            else:
+                k = 1
             c0 = cnt[u]
             c1 = c0 + k
             cnt[u] = c1
@@ -384,14 +392,21 @@ class BoundaryState:
             if self.dirty[pool] is not None:
                 self.dirty[pool] += changed
         listed = [_ix(g) for g in (rm, rp, events) if g]
-        if listed:
-            s = np.unique(np.concatenate(listed)) if len(listed) > 1 else np.unique(listed[0])
+        if listed:  # (a slot listed twice is judged twice, alike)
+            s = np.concatenate(listed) if len(listed) > 1 else listed[0]
             free = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
             loose = self.loose[pool]
             loose.update(s[free].tolist())
             loose.difference_update(s[~free].tolist())
         for q in (rp, rm, cp, cm, cw, events):
             q.clear()
+
+    def _repeats(self, pool: str, idx: np.ndarray) -> bool:
+        """Whether a slot occurs twice in ``idx`` (``pools._has_repeats``, on this pool's own scratch array)."""
+        stamp = self._stamp.get(pool)
+        if stamp is None:
+            stamp = self._stamp[pool] = np.zeros(self.pools[pool].size, dtype=np.int64)
+        return _has_repeats(idx, stamp)
 
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
