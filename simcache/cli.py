@@ -340,8 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "1,000,000 for exhaustive; at most 10,000,000)")
     x.add_argument("--shrink", action="store_true", help="shrink the first failure to a minimal case")
     x.add_argument("--out", help="folder for the schedule, shrunk scenario, JSON trace and pytest file")
-    x.add_argument("--jobs", default="1", help=f"worker processes, or auto for one per usable core (at most "
-                                               f"{MAX_JOBS}; never more than the cores; results identical to serial)")
+    x.add_argument("--jobs", default="auto", help=f"worker processes (at most {MAX_JOBS}; never more than the cores; "
+                                                  f"results identical to one process), or auto (the default): one "
+                                                  f"per usable core for a random or pct search of 2,000 schedules "
+                                                  f"or more, else one")
     x.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     x.add_argument("--json", action="store_true", help="print one JSON object")
     x.add_argument("--confirm-real", metavar="VERSION|PATH",

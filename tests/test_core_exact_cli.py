@@ -571,7 +571,7 @@ def test_each_commands_defaults():
                                                        against_real=None, **common)
     assert vars(parser.parse_args(["explore", "s"])) == dict(
         command="explore", scenario="s", preset=None, flag=None, strategy="exhaustive", bound=None, reduce="state",
-        seed="0", budget=None, shrink=False, out=None, jobs="1", progress=False, json=False, fn=cli.cmd_explore,
+        seed="0", budget=None, shrink=False, out=None, jobs="auto", progress=False, json=False, fn=cli.cmd_explore,
         confirm_real=None)
     assert vars(parser.parse_args(["workload"])) == dict(
         command="workload", presets=["pre_fix", "merged_fix", "followup_fix"], pressures=["0.5", "1", "2", "4", "8"],

@@ -46,6 +46,28 @@ def summary(res: ExploreResult, minimal: dict | None) -> str:
 
 ARTEFACT_NAMES = ("schedule.txt", "minimal.yaml", "trace.json", "explore.json")  # plus test_minimal_<name>.py
 
+# a random or PCT search of at least this many schedules runs in processes under ``--jobs auto`` (the default): a
+# pool's start-up is then a small part of the wait (bench_explore.py --only parallel: 2.0x on two cores at rest)
+AUTO_MIN_SCHEDULES = 2000
+
+
+def auto_jobs(strategy: str, budget: int | None) -> int:
+    """What ``--jobs auto`` (the default) runs in: one process per usable core where processes shorten the wait for
+    a verdict, a random or PCT search of ``AUTO_MIN_SCHEDULES`` schedules or more on a machine with two or more usable
+    cores, and one process elsewhere: a short search (the pool's start-up would outweigh it), an exhaustive one (its
+    workers replay each prefix their round extends, which costs more than a second core gives back: 1.5-2x slower
+    on two cores, measured in #41) and ``--reduce dpor`` (one process by design). Results never depend on it."""
+    from ..cli_numbers import LIMITS, usable_cores
+
+    cores = usable_cores()
+    if cores < 2 or strategy == "exhaustive" or (1000 if budget is None else budget) < AUTO_MIN_SCHEDULES:
+        return 1
+    return min(cores, LIMITS["jobs"][1])
+
+
+def _is_auto(text) -> bool:
+    return isinstance(text, str) and text.strip().lower() == "auto"
+
 
 def cli_explore(a) -> int:
     from ..cli_numbers import UsageError, whole
@@ -56,7 +78,8 @@ def cli_explore(a) -> int:
 
     # everything is checked before any work and before anything is written
     bound, seed = whole("bound", a.bound), whole("seed", a.seed)
-    budget, jobs = whole("budget", a.budget), parse_jobs(a.jobs)
+    budget = whole("budget", a.budget)
+    jobs = auto_jobs(a.strategy, budget) if _is_auto(a.jobs) else parse_jobs(a.jobs)
     flags = dict(parse_flag(t) for t in a.flag or ())
     sc = load(a.scenario)
     if a.out is not None:
