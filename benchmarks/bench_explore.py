@@ -298,6 +298,57 @@ def against(ref: str, names: list[str], n: int, rounds: int) -> str:
     return table(["scenario", f"{ref} schedules/s (CPU)", "this tree schedules/s (CPU)", "ratio"], rows)
 
 
+_VERDICT = r"""
+import json, sys, time
+from simcache.explore import explore
+name, bound = sys.argv[1], json.loads(sys.argv[2])
+t = time.process_time()
+first = explore(name, "pre_fix", bound=bound, until="")
+t_first = time.process_time() - t
+t = time.process_time()
+whole = explore(name, "pre_fix", reduce="dpor")
+t_whole = time.process_time() - t
+f = first.first_failure
+print(json.dumps([t_first, first.schedules_run, f.schedule if f else None, t_whole, whole.schedules_run,
+                  [sorted(whole.signatures), sorted(dict(whole.damage)), whole.distinct_states, whole.space_covered]]))
+"""
+
+
+def verdicts(ref: str, names: list[str], rounds: int) -> str:
+    """Per gallery scenario (pre_fix): the CPU time to the first failure (the default search: state pruning, fewest
+    preemptions first, the scenario's bound) and to an exhaustive verdict over the whole schedule space (``--reduce
+    dpor``), on git revision ``ref`` and on this tree, each in its own process, alternating, medians."""
+    root = Path(__file__).resolve().parent.parent
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        listed = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", ref, "simcache", "assets"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref, *listed], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        for name in names:
+            got: dict[str, list] = {"ref": [], "now": []}
+            for _ in range(rounds):
+                for side, path in (("ref", tmp), ("now", str(root))):
+                    out = subprocess.run([sys.executable, "-c", _VERDICT, name, json.dumps(BOUND.get(name))],
+                                         cwd=tmp, env=dict(os.environ, PYTHONPATH=path), capture_output=True,
+                                         text=True, check=True)
+                    got[side].append(json.loads(out.stdout))
+                    print(f"[verdict] {name} {side}: {got[side][-1][0]:.2f} s / {got[side][-1][3]:.2f} s",
+                          file=sys.stderr, flush=True)
+            med = {side: (statistics.median(r[0] for r in runs), statistics.median(r[3] for r in runs), runs[0])
+                   for side, runs in got.items()}
+            (f0, w0, r0), (f1, w1, r1) = med["ref"], med["now"]
+            same = "yes" if r0[1:3] == r1[1:3] and r0[4:] == r1[4:] else "NO"
+            bound = "none" if BOUND.get(name) is None else BOUND[name]
+            first = f"`{r1[2]}` ({r1[1]:,} runs)" if r1[2] else f"none ({r1[1]:,} runs)"
+            rows.append([name, bound, first, f"{f0:.2f}", f"{f1:.2f}", f"{r1[4]:,}", f"{w0:.2f}", f"{w1:.2f}",
+                         f"{w0 / w1:.2f}x", same])
+    return table(["scenario", "bound", "first failure (this tree)", f"s to it, {ref}", "s to it, now",
+                  "dpor runs, whole space", f"s to the verdict, {ref}", "s to the verdict, now", "speed-up",
+                  "same results"], rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -307,8 +358,16 @@ def main(argv=None) -> int:
     ap.add_argument("--reduce-on", metavar="NAMES", help="scenarios of the dpor table (default scenario_b,scenario_c,"
                                                         "crash_pr; crash_pr's three whole-space searches take minutes)")
     ap.add_argument("--against", metavar="REF", help="compare the explorer machine with git revision REF")
+    ap.add_argument("--verdict", metavar="REF", help="time to the first failure and to an exhaustive verdict per "
+                                                    "gallery scenario, git revision REF against this tree")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against and gc (default 5)")
     a = ap.parse_args(argv)
+    if a.verdict:
+        names = [n for n in gallery() if n not in ("crash_pr",) or not a.quick]
+        print(f"## Time to a verdict, {a.verdict} against this tree (pre_fix, CPU time, medians of {a.rounds} "
+              f"alternating rounds, load average {os.getloadavg()[0]:.1f})\n")
+        print(verdicts(a.verdict, names, a.rounds))
+        return 0
     if a.against:
         print(f"## Explorer machine, this tree against {a.against} (pre_fix, random schedules, {a.rounds} rounds)\n")
         print(against(a.against, ["crash_pr", "hidden_needle", "scenario_c"], 200 if a.quick else 600, a.rounds))

@@ -27,6 +27,8 @@ def match_len(a: Key, b: Key, page_size: int) -> int:
     At C speed: slices compare element by element in C (identical token objects at once), so the common prefix is
     found by comparing halves of the part still in doubt (about ``n`` element comparisons, ``log n`` slices)."""
     n = min(len(a), len(b))
+    if n <= 16:  # a short key (the explorer's, a scenario's): one loop costs less than the slices
+        return _match_len_short(a, b, page_size)
     if a.__class__ is not b.__class__:  # (callers pass tuples) a page of a tuple never equals one of a list
         if page_size != 1:
             return 0
@@ -51,6 +53,21 @@ def match_len(a: Key, b: Key, page_size: int) -> int:
     if common == n == len(a) == len(b) and n % page_size:
         return whole + page_size
     return whole
+
+
+def _match_len_short(a: Key, b: Key, page_size: int) -> int:
+    """``match_len`` token by token, or page by page (a page of a tuple never equals one of a list)."""
+    if page_size == 1:
+        i = 0
+        for x, y in zip(a, b):  # noqa: B905 - keys differ in length by design
+            if x != y:
+                break
+            i += 1
+        return i
+    n, i = min(len(a), len(b)), 0
+    while i < n and a[i : i + page_size] == b[i : i + page_size]:
+        i += page_size
+    return i
 
 
 def page_floor(n: int, page_size: int) -> int:
