@@ -21,6 +21,8 @@ import threading
 from array import array
 from types import SimpleNamespace
 
+from numpy import float64
+
 from ..env import POOLS
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
@@ -38,6 +40,14 @@ class UnifiedEnv:
         ct = loaded.module(f"{MC}.unified_cache.component_type" if target.is_tree_core
                            else f"{MC}.unified_cache_components.tree_component")
         self.CT = ct.ComponentType
+        # SGLang's node ids and access clock are process-wide counters: restart them, so a run's ids (some
+        # assertion texts name them) do not depend on the runs before it
+        tc = loaded.module(f"{MC}.unified_cache.components.tree_component" if target.is_tree_core else
+                           f"{MC}.unified_cache_components.tree_component")
+        tc._LAST_ACCESS_TIME_COUNTER_FLOAT = float64(1.0)
+        nodes = loaded.module(f"{MC}.unified_cache.unified_tree_core" if target.is_tree_core else
+                              f"{MC}.unified_radix_cache")
+        nodes.UnifiedTreeNode.counter = 0
         self.bpc = loaded.module(f"{MC}.base_prefix_cache")
         self.RadixKey = loaded.module(f"{MC}.radix_cache").RadixKey
         self.pool_name = loaded.module(f"{MC}.hicache_storage").PoolName.MAMBA
@@ -78,6 +88,7 @@ class UnifiedEnv:
             t.write_through_threshold = cfg["write_through_threshold"]
         t.load_back_threshold = cfg["load_back_threshold"]
         self.live_reqs: collections.OrderedDict = collections.OrderedDict()
+        self.known: dict = {}
         self.seq = lambda toks: array("q", toks)
 
     # --- nodes ---
@@ -87,10 +98,17 @@ class UnifiedEnv:
         return self.tree.tree_core if self.target.is_tree_core else self.tree
 
     def node(self, handle):
-        """The node object of a handle the cache's API returned (a node, or a node id from 0.5.17)."""
+        """The node object of a handle the cache's API returned (a node, or a node id from 0.5.17). An id the
+        tree core no longer knows (it unregisters a node as it unlinks it) is looked up in ``known``."""
         if handle is None or not self.target.is_tree_core or not isinstance(handle, int):
             return handle
-        return self.core.node_by_id(handle)
+        arena = self.core._node_arena
+        return arena[handle] if handle in arena else self.known.get(handle)
+
+    def remember(self) -> None:
+        """Keep every node the tree core has registered so far (called after each operation)."""
+        if self.target.is_tree_core:
+            self.known.update(self.core._node_arena)
 
     def data(self, node, ct):
         return node.component_data[ct]

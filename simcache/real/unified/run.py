@@ -47,6 +47,9 @@ class UnifiedDriver(RealDriver):
         req = self.new_req(toks)
         res = t.match_prefix(env.bpc.MatchPrefixParams(key=self.K(self.seq(toks))))
         prefix, last = res.device_indices, res.last_device_node
+        # what the scheduler's init_next_round_input sets before a load-back (init_load_back reads them)
+        req.last_node, req.host_hit_length = last, res.host_hit_length
+        req.mamba_host_hit_length, req.swa_host_hit_length = getattr(res, "mamba_host_hit_length", 0), 0
         if res.host_hit_length > 0 or getattr(res, "mamba_host_hit_length", 0) > 0:
             vals, node = t.init_load_back(self.load_back_params(res, req))
             if len(vals) > 0:
@@ -93,6 +96,7 @@ def run_unified(scenario: Scenario, loaded: Loaded, schedule: str | Schedule | N
         status: list[str] = []
         crash, step, first_stale = None, None, None
         for i, (_, op) in enumerate(linear):
+            env.remember()
             try:
                 drv.apply(op, i)
                 status.append(APPLIED)

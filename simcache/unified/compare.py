@@ -1,0 +1,144 @@
+"""Random operation sequences for the unified cache, and their comparison with SGLang's real code, field by field.
+
+``sequence(rng)`` draws one case: settings (small pools, a write policy, the ``scheduler`` driver or not, manual
+acks or not) and 5 to 30 operations that reach what the unified cache does: requests that share prefixes (some kept
+live and finished later), device, Mamba and host evictions, acks, storage backups, prefetches with their hit counts
+and completions. ``compare(presets, seeds, n)`` runs each case on the model preset and on the release it models
+(``versions.RELEASE_OF``) and returns the disagreements with the fields that differ.
+"""
+from __future__ import annotations
+
+import random
+import signal
+from dataclasses import dataclass
+
+from ..config import check_settings
+from ..errors import SimcacheError
+from ..real.run import FIELDS
+from ..scenario import from_doc
+from .run import run_model
+from .versions import RELEASE_OF
+
+
+def _tokens(rng: random.Random, seen: list[list[int]]) -> list[int]:
+    if seen and rng.random() < 0.7:
+        base = rng.choice(seen)
+        cut = rng.randint(1, len(base))
+        tail = [rng.randint(1, 6) for _ in range(rng.randint(0, 3))]
+        out = base[:cut] + tail
+    else:
+        out = [rng.randint(1, 6) for _ in range(rng.randint(1, 5))]
+    return out[:8] or [1]
+
+
+def sequence(rng: random.Random, policy: str | None = None) -> tuple[dict, list[dict]]:
+    """One random case: (settings, operations)."""
+    cfg = dict(policy=policy or rng.choice(["write_through", "write_back"]), storage=True,
+               device_kv=rng.randint(8, 24), device_mamba=rng.randint(3, 8), host_kv=rng.randint(2, 12),
+               host_mamba=rng.randint(2, 8), prefetch_threshold=rng.randint(1, 2),
+               driver=rng.choice(["scheduler", "fuzz"]), auto_complete=rng.random() < 0.7)
+    seen: list[list[int]] = []
+    ops: list[dict] = []
+    live = 0
+    for _ in range(rng.randint(5, 30)):
+        r = rng.random()
+        if r < 0.30:
+            t = _tokens(rng, seen)
+            seen.append(t)
+            ops.append({"op": "request", "tokens": t})
+        elif r < 0.36 and live < 2:
+            t = _tokens(rng, seen)
+            seen.append(t)
+            ops.append({"op": "start", "tokens": t})
+            live += 1
+        elif r < 0.42 and live:
+            ops.append({"op": "finish_oldest"})
+            live -= 1
+        elif r < 0.50:
+            ops.append({"op": "evict", "n": rng.randint(1, 6)})
+        elif r < 0.54:
+            ops.append({"op": "evict_mamba", "n": rng.randint(1, 2)})
+        elif r < 0.62:
+            ops.append({"op": "evict_host", "n": rng.randint(1, 6)})
+        elif r < 0.68:
+            ops.append({"op": "events"})
+        elif r < 0.72:
+            ops.append({"op": "write_ack", "n": rng.randint(1, 2)})
+        elif r < 0.75:
+            ops.append({"op": "load_ack", "n": 1})
+        elif r < 0.80:
+            ops.append({"op": "l3_ack"})
+        elif r < 0.88:
+            t = _tokens(rng, seen)
+            seen.append(t)
+            ops.append({"op": "prefetch", "tokens": t})
+        elif r < 0.93:
+            ops.append({"op": "prefetch_hit", "n": rng.randint(1, 6)})
+        else:
+            ops.append({"op": "prefetch_done", "n": rng.randint(0, 6), "mamba_hit": rng.random() < 0.8})
+    return cfg, ops
+
+
+HANG_S = 3.0  # a side that runs longer than this on one case is taken to loop forever (both 0.5.16 and its model do)
+
+
+class _Hang(BaseException):
+    pass
+
+
+def _bounded(fn, *args):
+    """``fn(*args)``, or the result of a run that did not end: every field ``"hang"``."""
+    def stop(*_):
+        raise _Hang()
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, HANG_S)
+    try:
+        return fn(*args)
+    except _Hang:
+        return {k: "hang" for k in FIELDS}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass
+class Disagreement:
+    preset: str
+    seed: int
+    index: int
+    cfg: dict
+    ops: list[dict]
+    fields: list[str]
+    model: dict
+    real: dict
+
+
+def compare(presets: list[str], seed: int, n: int, loaded: dict, policy: str | None = None,
+            on_case=None) -> tuple[dict[str, int], list[Disagreement]]:
+    """Run ``n`` fresh cases from ``seed`` on each preset and its release -> (agreeing cases per preset, the
+    disagreements). ``loaded``: release -> ``simcache.real`` load of its unified target."""
+    from ..real.unified.run import run_unified
+
+    agree = {p: 0 for p in presets}
+    bad: list[Disagreement] = []
+    for p in presets:
+        rng = random.Random(f"{seed}/{p}")
+        for i in range(n):
+            raw, ops = sequence(rng, policy)
+            cfg = check_settings(raw)
+            pairs = [(None, op) for op in ops]
+            try:
+                model = _bounded(run_model, cfg, pairs, p)
+            except SimcacheError as e:
+                model = {k: f"refused: {e}" for k in FIELDS}
+            scenario = from_doc(dict(name="case", config=raw, ops=["events"]), "case")
+            real = _bounded(run_unified, scenario, loaded[RELEASE_OF[p]], None, pairs)
+            diff = [k for k in FIELDS if model.get(k) != real.get(k)]
+            if diff:
+                bad.append(Disagreement(p, seed, i, raw, ops, diff, model, real))
+            else:
+                agree[p] += 1
+            if on_case is not None:
+                on_case(p, i, diff)
+    return agree, bad
