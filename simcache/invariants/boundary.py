@@ -2,6 +2,8 @@
 (``BoundaryCheck``), falling back to the one-pass ``failing`` where it cannot be exact cheaply."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..node import TreeNode
 from .boundary_state import BoundaryState
 from .one_pass import _H0, failing
@@ -201,7 +203,10 @@ class BoundaryCheck(BoundaryState):
             bad.add("no_double_free")
         extra = None
         for name in _POOL_NAMES:
-            loose = self.loose[name]
+            if self.big[name]:
+                loose = set(np.flatnonzero(self.loose_mask[name]).tolist()) if self.loose_n[name] else ()
+            else:
+                loose = self.loose[name]
             if loose:
                 if extra is None:
                     extra = _other_refs(cache, live)

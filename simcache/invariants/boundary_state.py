@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import TreeNode
-from ..pools import _has_repeats, kv_extend
+from ..pools import kv_extend
 from ..state import held_by
 from .one_pass import _H0, _M
 from .tracked import _MOVED, _POOL_NAMES, _REKIDS, TrackedNode
@@ -85,11 +85,15 @@ class BoundaryState:
         # numpy calls, since a long prompt's request moves thousands of slots (``_flush_arrays``)
         self.big = {p: pools[p]._free_count.__class__ is not list for p in _POOL_NAMES}
         self.refs, self.cnt, self.exp, self.loose = {}, {}, {}, {}
+        self.loose_mask: dict[str, np.ndarray] = {}  # a big pool's loose slots, and how many there are
+        self.loose_n: dict[str, int] = {}
         for p in _POOL_NAMES:
             size, free = pools[p].size, pools[p]._free_count
             if self.big[p]:
                 self.refs[p], self.cnt[p], self.exp[p] = (np.zeros(size, dtype=np.int64) for _ in range(3))
-                self.loose[p] = set(np.flatnonzero(free == 0).tolist())
+                self.loose[p] = set()  # (kept in ``loose_mask`` instead)
+                self.loose_mask[p] = free == 0
+                self.loose_n[p] = int(np.count_nonzero(self.loose_mask[p]))
             else:
                 self.refs[p], self.cnt[p], self.exp[p] = [0] * size, [0] * size, [0] * size
                 self.loose[p] = {i for i, f in enumerate(free) if f == 0}
@@ -110,7 +114,6 @@ class BoundaryState:
         # a big pool's kv check reads only the slots whose data (``SlotPool.on_write``) or wanted content changed
         # since the last boundary (``dirty``; ``None``: all of them) and keeps the owned slots that differ (``kv_bad``)
         self.kv_bad: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
-        self._stamp: dict[str, np.ndarray] = {}
         self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
         for p in _POOL_NAMES:
             if self.big[p]:
@@ -342,46 +345,63 @@ class BoundaryState:
     def _flush_arrays(self, pool: str, slot_pool) -> None:
         """``_flush`` of one big pool in numpy, with the loops' exact effect: a slot listed several times moves as
         many times (its count crosses 1 and 2 at most once each way, which is what ``owned`` and ``multi`` count),
-        the last wanted value listed for a slot is the one it keeps, and ``loose`` follows each listed slot's final
-        free count and references."""
+        the last wanted value listed for a slot is the one it keeps, and a listed slot is loose or not by its final
+        free count and references (``loose_mask``, with ``loose_n`` its number of loose slots)."""
         rp, rm, cp, cm, cw = self._q[pool]
         events = self._events[pool]
         refs, cnt, exp, mask, want = self.refs[pool], self.cnt[pool], self.exp[pool], self.mask[pool], self.want[pool]
         changed = []
+        listed = []
         if rm:
-            np.subtract.at(refs, _ix(rm), 1)
+            i = _ix(rm)
+            listed.append(i)
+            if _repeated(rm):
+                np.subtract.at(refs, i, 1)
+            else:
+                refs[i] -= 1
         if cm:
             u = _ix(cm)
-            if self._repeats(pool, u):
-                u, k = np.unique(u, return_counts=True)
-            else:
-                k = 1
             c0 = cnt[u]
-            c1 = c0 - k
+            if _repeated(cm):
+                u, k = np.unique(u, return_counts=True)
+                c0 = cnt[u]
+                c1 = c0 - k
+                self.multi[pool] -= int(np.count_nonzero((c0 >= 2) & (c1 <= 1)))
+                self.owned[pool] -= int(np.count_nonzero((c0 >= 1) & (c1 <= 0)))
+            else:  # each slot once: it moves by one
+                c1 = c0 - 1
+                self.multi[pool] -= int(np.count_nonzero(c0 == 2))
+                self.owned[pool] -= int(np.count_nonzero(c0 == 1))
             cnt[u] = c1
-            self.multi[pool] -= int(np.count_nonzero((c0 >= 2) & (c1 <= 1)))
-            self.owned[pool] -= int(np.count_nonzero((c0 >= 1) & (c1 <= 0)))
             on = c1 > 0
             mask[u] = np.where(on, -1, 0)
             want[u] = np.where(on, exp[u], 0)
             changed.append(u)
         if rp:
-            np.add.at(refs, _ix(rp), 1)
+            i = _ix(rp)
+            listed.append(i)
+            if _repeated(rp):
+                np.add.at(refs, i, 1)
+            else:
+                refs[i] += 1
         if cp:
             u, w = _ix(cp), np.fromiter(cw, dtype=np.int64, count=len(cw))
-            if self._repeats(pool, u):
+            if _repeated(cp):
                 u, first, k = np.unique(u[::-1], return_index=True, return_counts=True)
                 w = w[len(w) - 1 - first]  # each slot's last wanted value
+                c0 = cnt[u]
+                c1 = c0 + k
+                self.owned[pool] += int(np.count_nonzero((c0 <= 0) & (c1 >= 1)))
+                twice = int(np.count_nonzero((c0 <= 1) & (c1 >= 2)))
             else:
-                k = 1
-            c0 = cnt[u]
-            c1 = c0 + k
-            cnt[u] = c1
-            self.owned[pool] += int(np.count_nonzero((c0 <= 0) & (c1 >= 1)))
-            twice = int(np.count_nonzero((c0 <= 1) & (c1 >= 2)))
+                c0 = cnt[u]
+                c1 = c0 + 1
+                self.owned[pool] += int(np.count_nonzero(c0 == 0))
+                twice = int(np.count_nonzero(c0 == 1))
             if twice:
                 self.multi[pool] += twice
                 self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
+            cnt[u] = c1
             exp[u] = w
             on = c1 > 0
             mask[u] = np.where(on, -1, 0)
@@ -391,22 +411,18 @@ class BoundaryState:
             self.want_bytes[pool] = None
             if self.dirty[pool] is not None:
                 self.dirty[pool] += changed
-        listed = [_ix(g) for g in (rm, rp, events) if g]
-        if listed:  # (a slot listed twice is judged twice, alike)
+        if events:
+            listed.append(_ix(events))
+        if listed:
             s = np.concatenate(listed) if len(listed) > 1 else listed[0]
-            free = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
-            loose = self.loose[pool]
-            loose.update(s[free].tolist())
-            loose.difference_update(s[~free].tolist())
+            if _repeated(rm + rp + events):
+                s = np.unique(s)
+            lm = self.loose_mask[pool]
+            now = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
+            self.loose_n[pool] += int(np.count_nonzero(now)) - int(np.count_nonzero(lm[s]))
+            lm[s] = now
         for q in (rp, rm, cp, cm, cw, events):
             q.clear()
-
-    def _repeats(self, pool: str, idx: np.ndarray) -> bool:
-        """Whether a slot occurs twice in ``idx`` (``pools._has_repeats``, on this pool's own scratch array)."""
-        stamp = self._stamp.get(pool)
-        if stamp is None:
-            stamp = self._stamp[pool] = np.zeros(self.pools[pool].size, dtype=np.int64)
-        return _has_repeats(idx, stamp)
 
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
@@ -470,3 +486,8 @@ class BoundaryState:
 
 def _ix(slots) -> np.ndarray:
     return np.fromiter(slots, dtype=np.int64, count=len(slots))
+
+
+def _repeated(slots: list) -> bool:
+    """Whether a slot occurs twice in the list (hashing in C costs less than numpy calls on a few hundred)."""
+    return len(set(slots)) < len(slots)
