@@ -32,6 +32,7 @@ from pathlib import Path
 from .codepane import code_frames
 from .errors import ConfigError
 from .render.codepane import CODE_CSS, codepane_html
+from .render.diverge import divergence_point
 from .render.dot import legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, frame, op_frames, op_text
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments
@@ -85,7 +86,9 @@ def _within_limit(run) -> None:
 
 
 def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only: bool, bar=None,
-                which: int = 0) -> list[dict]:
+                which: int = 0, guard: tuple[int, tuple] | None = None) -> list[dict]:
+    """The page's frames of ``run`` at ``steps``; ``guard``: (step, (function, line, flag)) of a comparison's
+    divergent step, whose code pane highlights the guard line."""
     marks = moments(run.trace)
     out = []
     for lo in range(0, len(steps), BATCH):
@@ -104,8 +107,8 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
                             all=None if f.dot_all is None else drawings.add(drawn[f.dot_all]),
                             panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
                             stack=html.add(f.stack), expl=html.add(f.explanation),
-                            code=html.add(codepane_html(run, f.step, f"sc-t{which}",
-                                                        run.preset if which else "")),
+                            code=html.add(codepane_html(run, f.step, f"sc-t{which}", run.preset if which else "",
+                                                        guard[1] if guard and guard[0] == f.step else None)),
                             x=step_x(run.trace, f.step, TIMELINE_WIDTH),
                             marks=[k for k in MOMENT_KINDS if f.step in marks[k]]))
             _within_limit(run)
@@ -146,19 +149,26 @@ def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dic
     stops, need = _tour_stops(tour, run) if tour is not None else ([], set())
     steps = sorted(set(steps) | need)
     dot_only = is_long(run.trace) or (compare is not None and is_long(compare.trace))
+    point = guards = None
     if compare is not None:  # lock-stepped to the end of the LONGER run, so both endings can be shown
+        point = divergence_point(run, compare)  # where the code parts, and the guard line that parts it
         keep_a, keep_b = set(steps), set(frame_steps(compare.trace))
-        pairs = [(p, k) for p, k in zip(*compare_positions([run.trace, compare.trace]), strict=True)
-                 if p[0] in keep_a or p[1] in keep_b]
+        positions = compare_positions([run.trace, compare.trace])
+        pairs = [(p, k) for i, (p, k) in enumerate(zip(*positions, strict=True))
+                 if p[0] in keep_a or p[1] in keep_b or (point is not None and i == point.position)]
         steps, other, ops = [p[0] for p, _ in pairs], [p[1] for p, _ in pairs], [k for _, k in pairs]
+        if point is not None and point.function is not None:
+            guards = [(s, (point.function, point.line, point.flag)) for s in point.steps]
     bar = _bar(len(steps) + len(other), progress)
     try:
         runs = [dict(preset=run.preset, outcome=run.outcome,
-                     frames=_run_frames(run, steps, drawings, html, dot_only, bar))]
+                     frames=_run_frames(run, steps, drawings, html, dot_only, bar,
+                                        guard=guards[0] if guards else None))]
         divergence = None
         if compare is not None:
             runs.append(dict(preset=compare.preset, outcome=compare.outcome,
-                             frames=_run_frames(compare, other, drawings, html, dot_only, bar, which=1)))
+                             frames=_run_frames(compare, other, drawings, html, dot_only, bar, which=1,
+                                                guard=guards[1] if guards else None)))
             divergence = first_divergence(run.trace, compare.trace)
             for r in runs:  # a position belongs to one operation, even where a run that stopped stays on its end
                 for f, k in zip(r["frames"], ops, strict=True):
@@ -170,6 +180,9 @@ def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dic
     if divergence is not None:
         t = run.trace if divergence < len(run.trace.ops) else compare.trace
         div_text = f"First divergence: operation {op_number(t, divergence)} ({op_text(t, divergence)})"
+        if point is not None and point.function is not None:
+            div_text += (f"; at steps {point.steps[0]} / {point.steps[1]} the runs part at {point.function} line "
+                         f"{point.line}, the {point.flag} guard (highlighted in both code panes)")
     at = {f["step"]: i for i, f in enumerate(runs[0]["frames"])}
     for stop in stops:
         stop["frame"], stop["before"] = at[stop["step"]], at[max(0, stop["step"] - 1)]
@@ -177,8 +190,13 @@ def page_data(run, compare=None, progress: bool | None = None, tour=None) -> dic
         frames["last"] = len(r.trace.steps) - 1
         frames["dropped"] = _dropped(r, len({f["step"] for f in frames["frames"]}))
         frames["label"] = run_label(r)
+    # the frame "first divergence" lands on: the divergent step itself (not only its operation's start)
+    div_frame = None if point is None else next(
+        (i for i, (a, b) in enumerate(zip(runs[0]["frames"], runs[1]["frames"], strict=True))
+         if (a["step"], b["step"]) == point.steps), None)
     return dict(svgs=drawings.items, html=html.items, runs=runs, divergence=divergence, divergence_text=div_text,
-                dot=dot_only, tour=stops, tour_title=tour.title if tour is not None else None)
+                divergence_frame=div_frame, dot=dot_only, tour=stops,
+                tour_title=tour.title if tour is not None else None)
 
 
 def _header(run, compare, note: str | None = None, touring: bool = False) -> str:
@@ -306,9 +324,20 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
     runs = [run] + ([compare] if compare is not None else [])
     lanes = [timeline_svg(r.trace, 0, width=TIMELINE_WIDTH, title=run_label(r) if data["tour"] else
                           f"{run_label(r)}: {outcome_words(r)}") for r in runs]  # a tour keeps it to reveal
-    cols = "".join(f'<section class="run" id="run{i}"><h2>{escape(r.preset)}</h2><div class="caption"></div>'
-                   f'<div class="tree sc-tree sc-t{i}"></div><div class="timeline">{lane}</div></section>'
+    # one screen per moment: each run's tree (with its caption and timeline) beside its code pane and its holders;
+    # run 0's parts keep the ids the page has always had (#code, #holders, #explanation, ...)
+    def ids(i: int, name: str) -> str:
+        return f' id="{name}"' if i == 0 else ""
+
+    cols = "".join(f'<section class="run" id="run{i}"><div class="view"><h2>{escape(run_label(r))}</h2>'
+                   f'<div class="caption"></div><div class="tree sc-tree sc-t{i}"></div>'
+                   f'<div class="timeline">{lane}</div></div>'
+                   f'<div class="work"><div class="code"{ids(i, "code")}></div>'
+                   f'<div class="holders"{ids(i, "holders")}></div></div></section>'
                    for i, (r, lane) in enumerate(zip(runs, lanes, strict=True)))
+    more = "".join(f'<div class="more-run" id="more{i}"><div class="explanation"{ids(i, "explanation")}></div>'
+                   f'<div class="stack"{ids(i, "stack")}></div><div class="invariants"{ids(i, "invariants")}></div>'
+                   f'<div class="panels"{ids(i, "panels")}></div></div>' for i in range(len(runs)))
     buttons = "".join(f'<button id="btn-{k}" title="{t}">{label}</button>' for k, label, t in (
         ("first", "|&#9664; first", "Home"), ("prev-op", "&#9664;&#9664; op", "Up"), ("prev", "&#9664; step", "Left"),
         ("next", "step &#9654;", "Right"), ("next-op", "op &#9654;&#9654;", "Down"), ("last", "last &#9654;|", "End")))
@@ -331,12 +360,11 @@ def render_page(run, compare=None, progress: bool | None = None, tour=None, head
             f'<nav id="controls">{buttons}<input type="range" id="slider" min="0" value="0"><span id="pos"></span>'
             f'<div class="jumps">jump to: {jumps}{div}</div></nav>'
             f'<p id="divergence" class="sc-bad"></p><div id="dropped"></div>{_tour_section(data, tour)}'
-            f'<div id="layout" class="layout-{len(data["runs"])}">'
-            f'<div id="cols" class="cols-{len(data["runs"])}">{cols}</div>'
-            f'<div id="side"><div id="code"></div>'
-            f'<details class="legend" open><summary>legend</summary>{render_svg(legend_dot())}</details>'
-            f'<div id="explanation"></div><div id="stack"></div><div id="invariants"></div>'
-            f'<div id="panels"></div></div></div>'
+            f'<div id="layout" class="layout-{len(data["runs"])}">{cols}</div>'
+            f'<svg id="arrows" aria-hidden="true"></svg>'
+            f'<div id="more" class="more-{len(data["runs"])}">{more}'
+            f'<details class="legend"><summary>legend: what the boxes, colours and badges mean</summary>'
+            f"{render_svg(legend_dot())}</details></div>"
             f"</body></html>")
 
 

@@ -89,7 +89,7 @@ def test_exported_page_is_self_contained_and_steps(browser, tmp_path):
     assert "WENT STALE" in stale.text_content()
     expect(page.locator("#run0 .tree g.focus")).to_have_count(1)
     expect(page.locator("#explanation")).to_contain_text(f"went stale at step {STALE_STEP}")
-    expect(page.locator("#panels")).to_contain_text("write_backup()")
+    expect(page.locator("#holders")).to_contain_text("write_backup(): node")  # the ledger, beside the code
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "export_went_stale.png"))
     page.keyboard.press("ArrowRight")
@@ -118,11 +118,12 @@ def test_side_by_side_page_marks_the_divergence(browser, tmp_path):
     expect(page.locator("#run1 .tree g.went-stale")).to_have_count(1)
     page.click("#btn-divergence")
     expect(page.locator("#run0")).to_have_class(re.compile(r"\bdiverged\b"))
-    # the first frame of the divergent operation, not its last one
-    frames = page_data(run_c("pre_fix"), compare=run_c("described_fix"))["runs"][0]["frames"]
-    first = next(i for i, f in enumerate(frames) if f["op"] >= 9)
-    assert frames[first + 1]["op"] == 9  # (so "its last frame" would be another index)
-    expect(page.locator("#slider")).to_have_value(str(first))
+    # the divergent step itself (where the guard decides), inside the divergent operation, not its last frame
+    data = page_data(run_c("pre_fix"), compare=run_c("described_fix"))
+    frames = data["runs"][0]["frames"]
+    at = data["divergence_frame"]
+    assert frames[at]["op"] == 9 and frames[at + 1]["op"] == 9 and frames[at]["step"] == 203
+    expect(page.locator("#slider")).to_have_value(str(at))
     page.click("#btn-last")
     expect(page.locator("#run1 .tree g.cleaned-up")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "export_compare.png"))
@@ -168,7 +169,7 @@ def test_a_packed_page_shows_the_same_frames_with_or_without_uint8array_frombase
         page.click("#jump-went-stale")
         at_step(page, STALE_STEP)
         expect(page.locator("#run0 .tree g.went-stale")).to_have_count(1)
-        seen.append((page.inner_html("#run0 .tree"), page.inner_html("#panels"), page.inner_html("#code"),
+        seen.append((page.inner_html("#run0 .tree"), page.inner_html("#holders"), page.inner_html("#code"),
                      page.inner_html("#stack"), page.text_content("#run0 .caption")))
         assert errors == []
         page.close()

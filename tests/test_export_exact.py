@@ -24,6 +24,7 @@ from views_helpers import run_c, scenario_doc, story
 import simcache.export as export
 from simcache.errors import ConfigError
 from simcache.render.codepane import CODE_CSS, codepane_html
+from simcache.render.diverge import divergence_point
 from simcache.render.dot import legend_dot, render_svg
 from simcache.render.explain import op_text
 from simcache.render.frames import FOCUS_CSS, frame
@@ -65,14 +66,15 @@ def dot_page(compare: bool = False) -> dict:
         return export.page_data(run_c(), compare=run_c("described_fix") if compare else None)
 
 
-def expected_frame(run, step: int, data: dict, which: int = 0) -> dict:
-    """What a page's frame for ``step`` must say, from ``frame()`` and the other public renderers."""
+def expected_frame(run, step: int, data: dict, which: int = 0, guard=None) -> dict:
+    """What a page's frame for ``step`` must say, from ``frame()`` and the other public renderers (``guard``: the
+    comparison's divergent step highlights its guard line in the code pane)."""
     f = frame(run, step, legend=False)
     marks = moments(run.trace)
     return dict(step=step, op=op_index_of(run.trace, step), num=run.trace.ops[op_index_of(run.trace, step)].index,
                 caption=f.caption, svg=f.dot, focus=f.focus, all=None,
                 panels=list(f.panels), inv=f.invariants, stack=f.stack, expl=f.explanation,
-                code=codepane_html(run, step, f"sc-t{which}", run.preset if which else ""),
+                code=codepane_html(run, step, f"sc-t{which}", run.preset if which else "", guard),
                 x=step_x(run.trace, step, 960), marks=[k for k in MOMENT_KINDS if step in marks[k]])
 
 
@@ -85,7 +87,8 @@ def resolved(fr: dict, data: dict) -> dict:
 
 def test_every_frame_embeds_exactly_the_views_of_its_micro_step():
     run, data = run_c(), dot_page()
-    assert set(data) == {"svgs", "html", "runs", "divergence", "divergence_text", "dot", "tour", "tour_title"}
+    assert set(data) == {"svgs", "html", "runs", "divergence", "divergence_text", "divergence_frame", "dot", "tour",
+                         "tour_title"}
     assert (data["dot"], data["divergence"], data["divergence_text"], data["tour"], data["tour_title"]) == \
         (True, None, None, [], None)
     assert [(r["preset"], r["outcome"]) for r in data["runs"]] == [("pre_fix", "assertion")]
@@ -149,14 +152,19 @@ def test_side_by_side_frames_pair_the_runs_positions_and_name_the_divergence():
     a, b = data["runs"][0]["frames"], data["runs"][1]["frames"]
     assert [(fa["step"], fb["step"]) for fa, fb in zip(a, b, strict=True)] == positions
     assert [f["op"] for f in a] == ops == [f["op"] for f in b]
+    point = divergence_point(ra, rb)
+    guard = (point.function, point.line, point.flag)
+    assert guard == ("_delete_tombstone_leaf", 98, "stale_guards") and point.steps == (203, 203)
     for fa, fb in zip(a, b, strict=True):
-        ea = expected_frame(ra, fa["step"], data)
-        eb = expected_frame(rb, fb["step"], data, which=1)
+        ea = expected_frame(ra, fa["step"], data, guard=guard if fa["step"] == 203 else None)
+        eb = expected_frame(rb, fb["step"], data, which=1, guard=guard if fb["step"] == 203 else None)
         ea["op"] = eb["op"] = fa["op"]  # a position belongs to one operation, in both runs
         assert resolved(fa, data) == ea and resolved(fb, data) == eb
     assert data["divergence"] == 9
-    assert data["divergence_text"] == f"First divergence: operation 9 ({op_text(ra.trace, 9)})" == \
-        "First divergence: operation 9 (main: evict n=3)"
+    assert data["divergence_text"] == (f"First divergence: operation 9 ({op_text(ra.trace, 9)}); at steps 203 / 203 "
+                                       "the runs part at _delete_tombstone_leaf line 98, the stale_guards guard "
+                                       "(highlighted in both code panes)")
+    assert data["divergence_frame"] == next(i for i, f in enumerate(a) if f["step"] == 203 and b[i]["step"] == 203)
     assert 'class="sc-panel sc-code sc-t1-code"><h4>Code <span class="sc-of">· described_fix</span>' in \
         data["html"][b[S["stale"]]["code"]]
 

@@ -10,6 +10,7 @@ with its tree (``token``), so two players on one page do not light up each other
 """
 from __future__ import annotations
 
+import re
 from html import escape
 
 from ..codepane import CodeFrame, code_at, flag_on
@@ -17,7 +18,7 @@ from ..versions import Flags
 from .panels import _of
 from .words import short
 
-WINDOW = 9  # source lines shown either side of the current line
+WINDOW = 6  # source lines shown either side of the current line (the open frame's; a pane fits one screen)
 CODE_CSS = (
     ".sc-code .sc-cframe{border:1px solid #e5e7eb;border-radius:4px;margin:2px 0;padding:1px 4px}"
     ".sc-code .sc-cframe[open]{border-color:#2563eb}"
@@ -27,12 +28,15 @@ CODE_CSS = (
     ".sc-code a.sc-node{font-family:monospace;border:1px solid #f59e0b;border-radius:3px;padding:0 3px;"
     "background:#fffbeb;color:#111827;text-decoration:none;cursor:pointer;margin-right:3px}"
     ".sc-code a.sc-node:hover,.sc-code a.sc-node:focus{background:#f59e0b;color:#fff;outline:none}"
-    ".sc-code pre.sc-src{margin:3px 0;font-size:12px;line-height:1.35;overflow-x:auto;background:#f9fafb;"
-    "padding:3px 0}"
-    ".sc-code .sc-ln{display:block;white-space:pre;padding-left:3px;border-left:4px solid transparent}"
+    ".sc-code pre.sc-src{margin:3px 0;font-size:12px;line-height:1.35;background:#f9fafb;padding:3px 0}"
+    # long lines wrap under their own text (a hanging indent past the line number): never cut, never hidden
+    ".sc-code .sc-ln{display:block;white-space:pre-wrap;overflow-wrap:anywhere;padding-left:calc(3.2em + 9px);"
+    "text-indent:calc(-3.2em - 6px);border-left:4px solid transparent}"
     ".sc-code .sc-ln i{display:inline-block;width:3.2em;color:#9ca3af;font-style:normal;text-align:right;"
-    "margin-right:6px}"
-    ".sc-code .sc-cur{background:#fde68a;font-weight:bold}"
+    "margin-right:6px;text-indent:0}"
+    ".sc-code .sc-cur{background:#fde68a;font-weight:bold}.sc-code .sc-wait{background:#fef9c3}"
+    ".sc-code .sc-guard{outline:2px solid #16a34a;outline-offset:-2px}"
+    ".sc-code .sc-guard:not(.sc-on){outline-color:#6b7280}"
     ".sc-code .sc-fix{border-left-color:#9ca3af}.sc-code .sc-fix.sc-on{border-left-color:#16a34a}"
     ".sc-code .sc-fixtag{font-size:11px;color:#6b7280;font-style:italic}.sc-code .sc-on .sc-fixtag{color:#15803d}"
     ".sc-code .sc-none{color:#6b7280;font-style:italic}"
@@ -56,25 +60,59 @@ def hover_css(token: str, node_ids) -> str:
     return f"<style>{''.join(rules)}</style>" if rules else ""
 
 
-def _frame_html(f: CodeFrame, preset: str, flags: Flags, snap, is_top: bool) -> str:
+# instrumentation: lines that record what happened; the ▶ never stands on one (it moves to the line that did it)
+INSTRUMENTATION = re.compile(r"self\.recorder\.event\(|self\.observer\(|self\._lock_event\(|"
+                             r"^\s*if self\.(?:recorder|observer) is not None:")
+
+
+def marked_line(frames, flags: Flags) -> tuple[int, int]:
+    """``(frame index, line)`` the ▶ marks: the innermost frame's current line, unless that line is instrumentation
+    (``self.recorder.event(...)``); then the line of a fix a caller stands on (at a clean-up, the guard that called
+    it), else the statement before it in the same frame (what the recorded event reports)."""
+    inner = len(frames) - 1
+    f = frames[inner]
+    if not INSTRUMENTATION.search(f.lines[f.line - f.first_line]):
+        return inner, f.line
+    for i in range(inner - 1, -1, -1):
+        flag = dict(frames[i].fix_lines).get(frames[i].line)
+        if flag is not None and flag_on(flags, flag):
+            return i, frames[i].line
+    for ln in range(f.line - 1, f.first_line - 1, -1):
+        text = f.lines[ln - f.first_line].strip()
+        if text and not text.startswith(("#", "def ", "@", '"""')) and not INSTRUMENTATION.search(text):
+            return inner, ln
+    return inner, f.line
+
+
+def _frame_html(f: CodeFrame, preset: str, flags: Flags, snap, is_open: bool, mark: int | None = None,
+                guard: tuple[int, str] | None = None) -> str:
+    """One frame's fold: ``mark`` the line the ▶ stands on (None: the frame waits on its current line, marked
+    lightly), ``guard`` (line, flag) a fix line to highlight (the divergence of a comparison)."""
     held = " ".join(
         f'<span class="sc-held">{escape(name)} &rarr; '
         + "".join(f'<a class="sc-node" data-node="{n}" tabindex="0" title="outline node #{n} in the tree">'
                   f"{escape(_node_label(snap, n))}</a>" for n in ids) + "</span>"
         for name, ids in f.locals)
     where = f.sglang(preset)
-    mirrors = (f' · mirrors <span class="sc-sg">{escape(where)}</span>' if where else
-               ' · <span class="sc-sg">not in SGLang\'s merged code (the described fix)</span>')
+    said = f"mirrors {where}" if where else "not in SGLang's merged code (the described fix)"
+    # a closed fold is one line (its function, file line and node locals: the stack at a glance); the open one
+    # names the SGLang line it mirrors too
+    mirrors = f' · <span class="sc-sg">{escape(said)}</span>' if is_open else ""
     fixes = dict(f.fix_lines)
     last = f.first_line + len(f.lines) - 1
-    lo, hi = max(f.first_line, f.line - WINDOW), min(last, f.line + WINDOW)
+    centre = mark if mark is not None else f.line
+    lo, hi = max(f.first_line, centre - WINDOW), min(last, centre + WINDOW)
+    if guard is not None:
+        lo, hi = min(lo, max(f.first_line, guard[0] - 2)), max(hi, min(last, guard[0] + 2))
     rows = []
     if lo > f.first_line:
         rows.append(f'<span class="sc-ln sc-more"><i>…</i>{lo - f.first_line} line(s) above</span>')
     for ln in range(lo, hi + 1):
         cls = ["sc-ln"]
-        if ln == f.line:
+        if ln == mark:
             cls.append("sc-cur")
+        elif ln == f.line:
+            cls.append("sc-wait")  # a caller's line (it waits on the call), or the recording line the ▶ left
         if ln in fixes:
             on = flag_on(flags, fixes[ln])
             cls += ["sc-fix"] + (["sc-on"] if on else [])
@@ -82,19 +120,25 @@ def _frame_html(f: CodeFrame, preset: str, flags: Flags, snap, is_top: bool) -> 
                 rows.append(f'<span class="sc-ln sc-fix{" sc-on" if on else ""} sc-fixhead"><i></i>'
                             f'<span class="sc-fixtag">fix: {escape(fixes[ln])} ({"on" if on else "off"} in '
                             f"{escape(preset)})</span></span>")
-        mark = "▶" if ln == f.line else ""
-        rows.append(f'<span class="{" ".join(cls)}" data-line="{ln}"><i>{mark}{ln}</i>'
+        if guard is not None and ln == guard[0]:
+            cls.append("sc-guard")
+        sign = "▶" if ln == mark else ""
+        rows.append(f'<span class="{" ".join(cls)}" data-line="{ln}"><i>{sign}{ln}</i>'
                     f"{escape(f.lines[ln - f.first_line])}</span>")
     if hi < last:
         rows.append(f'<span class="sc-ln sc-more"><i>…</i>{last - hi} line(s) below</span>')
-    return (f'<details class="sc-cframe" data-function="{escape(f.function)}"{" open" if is_top else ""}>'
-            f'<summary><b>{escape(f.function)}()</b> <span class="sc-at">{escape(f.path)}:{f.line}</span>{mirrors}'
-            f"{'<br>' + held if held else ''}</summary>"
+    at = mark if mark is not None else f.line
+    return (f'<details class="sc-cframe" data-function="{escape(f.function)}"{" open" if is_open else ""}>'
+            f'<summary title="{escape(said)}"><b>{escape(f.function)}()</b> '
+            f'<span class="sc-at">{escape(f.path)}:{at}</span>{mirrors}'
+            f"{' · ' + held if held else ''}</summary>"
             f'<pre class="sc-src">{"".join(rows)}</pre></details>')
 
 
-def codepane_html(run, step: int, token: str = "sc-t0", label: str = "") -> str:
-    """The code pane of ``run`` at micro-step ``step`` (its links outline nodes in the tree of class ``token``)."""
+def codepane_html(run, step: int, token: str = "sc-t0", label: str = "", guard=None) -> str:
+    """The code pane of ``run`` at micro-step ``step`` (its links outline nodes in the tree of class ``token``).
+    ``guard``: ``(function, line, flag)`` of a fix line to highlight (a comparison's divergent step): that frame
+    is opened too."""
     t = run.trace
     frames = code_at(t, step)
     if not frames:
@@ -102,10 +146,13 @@ def codepane_html(run, step: int, token: str = "sc-t0", label: str = "") -> str:
                 "operation, or this run cannot be replayed).</p>")
         return f'<div class="sc-panel sc-code {token}-code"><h4>Code{_of(label)}</h4>{body}</div>'
     snap = t.snapshots[step] if len(t.snapshots) else None
-    parts = [_frame_html(f, run.preset, run.flags, snap, i == len(frames) - 1) for i, f in enumerate(frames)]
+    at, line = marked_line(frames, run.flags)
+    g = next((i for i in range(len(frames) - 1, -1, -1) if guard and frames[i].function == guard[0]), None)
+    parts = [_frame_html(f, run.preset, run.flags, snap, i in (at, g), line if i == at else None,
+                         (guard[1], guard[2]) if i == g else None) for i, f in enumerate(frames)]
     ids = {n for f in frames for _, ns in f.locals for n in ns}
-    note = ('<div class="sc-at">simcache\'s code, outermost call first; the open fold runs now. ▶ the current '
-            "line; a bar on the left: a line that belongs to a fix (green: on in this run). Point at a node to "
-            "outline it in the tree.</div>")
+    note = ('<div class="sc-at">simcache\'s code, outermost call first; the open fold runs now. ▶ the line that '
+            "runs; a bar on the left: a line of a fix (green: on in this run). Point at a node to outline it in "
+            "the tree.</div>")
     return (f'<div class="sc-panel sc-code {token}-code"><h4>Code{_of(label)}</h4>{note}{"".join(parts)}'
             f"{hover_css(token, ids)}</div>")

@@ -78,11 +78,68 @@ function simcacheStart(D, viz) {
   slider.max = String(N - 1);
   var opLast = [];  // frame indices that are the last frame of their operation (the state after it)
   for (var i = 0; i < N; i++) { if (i === N - 1 || F0[i + 1].op !== F0[i].op) { opLast.push(i); } }
+  // a moment counts at the first frame that shows its step: a run that stopped stays on its last step, and its
+  // assertion must not mark every later frame of the other run (a jump would crawl one frame per click)
   var marks = F0.map(function (f, i) {
     var m = {};
-    D.runs.forEach(function (r) { r.frames[i].marks.forEach(function (k) { m[k] = true; }); });
+    D.runs.forEach(function (r) {
+      if (i > 0 && r.frames[i - 1].step === r.frames[i].step) { return; }
+      r.frames[i].marks.forEach(function (k) { m[k] = true; });
+    });
     return m;
   });
+
+  // the page fits the window: the run's view and its code share what is left below the controls
+  var layout = $("layout");
+  function fit() {
+    var top = layout.getBoundingClientRect().top + window.scrollY;
+    var sticky = $("controls").getBoundingClientRect().height;
+    layout.style.setProperty("--h", Math.max(440, Math.min(window.innerHeight - top, window.innerHeight - sticky)
+      - 8) + "px");
+  }
+  // scroll a code pane (not the page) so that its \u25b6 line is in view
+  function reveal(box) {
+    var c = box.querySelector(".sc-guard") || box.querySelector(".sc-cur");  // a comparison's guard first
+    if (!c) { return; }
+    var b = box.getBoundingClientRect(), r = c.getBoundingClientRect(), room = Math.min(60, b.height / 4);
+    // the least scroll that shows it with a little room: the frames above it (the stack) stay in view if they can
+    if (r.bottom > b.bottom - room) { box.scrollTop += r.bottom - b.bottom + room; }
+    else if (r.top < b.top + room) { box.scrollTop -= b.top + room - r.top; }
+  }
+  // Python Tutor's arrows: from each frame's local in the code pane to the detached node it holds in the tree
+  var ARROW_DEFS = '<defs><marker id="ahr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" ' +
+    'orient="auto"><path d="M0,0L10,5L0,10z" fill="#dc2626"/></marker><marker id="ahg" viewBox="0 0 10 10" ' +
+    'refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0L10,5L0,10z" fill="#6b7280"/>' +
+    '</marker></defs>';
+  var arrowTick = null;
+  function drawArrows() {
+    arrowTick = null;
+    var out = [];
+    if (D.runs.length > 1) { $("arrows").innerHTML = ""; return; }  // side by side, each tree's own box says it
+    D.runs.forEach(function (r, j) {
+      var sec = $("run" + j), box = sec.querySelector(".code"), tree = sec.querySelector(".tree");
+      var b = box.getBoundingClientRect();
+      Array.prototype.forEach.call(box.querySelectorAll("a.sc-node"), function (a) {
+        var g = tree.querySelector('g[id="n' + a.getAttribute("data-node") + '"]');
+        if (!g || !(g.classList.contains("stale") || g.classList.contains("detached"))) { return; }
+        var s = a.getBoundingClientRect(), t = g.getBoundingClientRect();
+        if (!s.width || s.bottom < b.top || s.top > b.bottom) { return; }  // scrolled out of its pane
+        // from the pane's edge at the local's line (not across the source) to the node's box
+        var red = g.classList.contains("stale"), x1 = b.left - 2, y1 = s.top + s.height / 2;
+        var x2 = t.right < x1 ? t.right : t.left + t.width / 2, y2 = t.right < x1 ? t.top + t.height / 2 : t.bottom;
+        var bend = Math.max(40, Math.abs(x1 - x2) / 3);
+        out.push('<path class="' + (red ? "a-red" : "a-grey") + '" data-node="' + a.getAttribute("data-node") +
+          '" d="M' + x1 + " " + y1 + " C" + (x1 - bend) + " " + y1 + " " + (x2 + (t.right < x1 ? bend : 0)) + " " +
+          (y2 + (t.right < x1 ? 0 : bend)) + " " + x2 + " " + y2 + '" marker-end="url(#ah' + (red ? "r" : "g") + ')"/>');
+      });
+    });
+    $("arrows").innerHTML = ARROW_DEFS + out.join("");
+    document.body.setAttribute("data-arrows", String(out.length));
+  }
+  function arrowsSoon() { if (arrowTick === null) { arrowTick = requestAnimationFrame(drawArrows); } }
+  window.addEventListener("scroll", arrowsSoon, true);  // the page, and each code pane (capture)
+  window.addEventListener("resize", function () { fit(); arrowsSoon(); });
+  document.addEventListener("toggle", arrowsSoon, true);
 
   function show(i) {
     cur = Math.max(0, Math.min(limit, i));
@@ -91,6 +148,19 @@ function simcacheStart(D, viz) {
       sec.querySelector(".caption").textContent = f.caption;
       var tree = sec.querySelector(".tree"), all = $("show-all");
       tree.innerHTML = drawing(all && all.checked && f.all !== null ? f.all : f.svg);
+      var svg = tree.querySelector("svg");  // scaled down to fit, never up past its own size
+      if (svg) { svg.style.maxWidth = svg.getAttribute("width"); svg.style.maxHeight = svg.getAttribute("height"); }
+      var code = sec.querySelector(".code");
+      code.innerHTML = html(f.code);
+      sec.querySelector(".holders").innerHTML = html(f.panels[3]);
+      var more = $("more" + j);
+      more.querySelector(".explanation").innerHTML = html(f.expl);
+      more.querySelector(".stack").innerHTML = html(f.stack);
+      more.querySelector(".invariants").innerHTML = html(f.inv);
+      // side by side, each column's holders go below (the tree's own box names them): the trees get the room
+      more.querySelector(".panels").innerHTML = (D.runs.length > 1 ? html(f.panels[3]) : "") +
+        f.panels.slice(0, 3).map(html).join("");
+      reveal(code);
       if (f.focus !== null) {
         var g = tree.querySelector('g[id="n' + f.focus + '"]');
         if (g) { g.classList.add("focus"); }
@@ -100,11 +170,6 @@ function simcacheStart(D, viz) {
       sec.classList.toggle("diverged", D.divergence !== null && f.op >= D.divergence);
     });
     var f = F0[cur];
-    $("explanation").innerHTML = html(f.expl);
-    $("stack").innerHTML = html(f.stack);
-    $("code").innerHTML = html(f.code);
-    $("invariants").innerHTML = html(f.inv);
-    $("panels").innerHTML = f.panels.map(html).join("");
     slider.value = String(cur);
     // one counter: the micro-step (each run's, side by side)
     $("pos").textContent = D.runs.length === 1 ? "step " + f.step + " of " + D.runs[0].last :
@@ -112,6 +177,7 @@ function simcacheStart(D, viz) {
     showDropped(f);
     document.body.setAttribute("data-frame", String(cur));
     document.body.setAttribute("data-step", String(f.step));
+    drawArrows();
     renderAhead();
   }
 
@@ -127,10 +193,11 @@ function simcacheStart(D, viz) {
     var p = document.createElement("p"), code = document.createElement("code");
     p.textContent = "This page holds " + d.shown.toLocaleString("en") + " of the run's " + d.total.toLocaleString("en") +
       " micro-steps: the state after each operation and every key moment, so \u201cstep \u25b6\u201d may skip " +
-      "micro-steps. To step through every micro-step of operations " + d.first[k] + "\u2013" + (end - 1) +
-      ", export that window:";
+      "micro-steps. To step through every micro-step of " + (end - 1 > d.first[k] ? "operations " + d.first[k] +
+      "\u2013" + (end - 1) : "operation " + d.first[k]) + ", export that window:";
     code.id = "ops-cmd";
-    code.textContent = d.cmd.replace(d.sentinel, d.first[k] + ":" + end);
+    code.textContent = d.cmd ? d.cmd.replace(d.sentinel, d.first[k] + ":" + end) :
+      "--ops " + d.first[k] + ":" + end + "  (this run's scenario came from Python data: save it to a file to export it)";
     box.append(p, code);
   }
 
@@ -172,8 +239,9 @@ function simcacheStart(D, viz) {
   if ($("btn-divergence")) {
     $("divergence").textContent = D.divergence_text;
     $("btn-divergence").onclick = function () {
-      // the first frame of the operation where the runs part (not its end)
-      var t = F0.findIndex(function (f) { return f.op >= D.divergence; });
+      // the divergent step itself (both code panes mark the guard there), else the divergent operation's start
+      var t = D.divergence_frame;
+      if (t === null || t === undefined) { t = F0.findIndex(function (f) { return f.op >= D.divergence; }); }
       show(t < 0 ? N - 1 : t);
     };
   }
@@ -190,8 +258,11 @@ function simcacheStart(D, viz) {
       s: function () { jump("went-stale"); }, a: function () { jump("assertion"); } };
     if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
   });
+  fit();
   show(0);
   if (D.tour && D.tour.length) { startTour(); }
+  fit();
+  drawArrows();
   document.body.setAttribute("data-ready", "1");
 
   // the tour: each stop asks first (the frame before it shown, nothing later reachable); a wrong pick shows its hint
