@@ -237,3 +237,29 @@ def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_wo
     assert rec._bc.big == {"device_kv": True, "host_kv": True, "device_mamba": False, "host_mamba": False}
     assert agree.checked == len(ops) + 2 * len(applied) + 2 * applied.count(BREAKS.index((SHARED, None)))
     assert set(applied) == set(range(len(BREAKS))) and rec.violations == []
+
+
+def test_the_trace_hash_is_the_same_whatever_its_chunk_and_is_json_dumps_of_the_steps(monkeypatch):
+    """The hash writer streams a few hundred steps at a time (a long prompt's step is tens of kB of text; #41 found
+    4,096 of them alive at once): the digest is that of ``json.dumps`` of every step, for any chunk size."""
+    import hashlib
+    import json
+
+    from simcache.ops_run import check_doc, execute
+    from simcache.trace import Recorder, hash_writer
+    from simcache.versions import preset
+
+    rng = random.Random(11)
+    ops = [{"op": "request", "tokens": [rng.randrange(1, 6) for _ in range(rng.randrange(2, 400))]}
+           for _ in range(80)] + [{"op": "events"}, {"op": "evict", "n": 500}]
+    cfg, checked = check_doc({"config": dict(policy="write_through", device_kv=P._BIG, host_kv=P._BIG,
+                                             device_mamba=64, host_mamba=64), "ops": ops})
+    rec = Recorder(snapshots=False)
+    execute(cfg, [(None, op) for op in checked], preset("followup_fix"), recorder=rec)
+    assert len(rec.steps) > 2 * hash_writer.CHUNK  # three chunks at least
+    want = hashlib.sha256(json.dumps([s.as_dict() for s in rec.steps], sort_keys=True, default=str).encode())
+    got = {}
+    for chunk in (1, 7, hash_writer.CHUNK, 4096, 10**6):
+        monkeypatch.setattr(hash_writer, "CHUNK", chunk)
+        got[chunk] = rec.sha256()
+    assert set(got.values()) == {want.hexdigest()}

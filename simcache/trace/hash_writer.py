@@ -211,9 +211,14 @@ def log_sha256(log: list) -> str:
     of steps at a time (see ``Ledger.sha256``)."""
     h = hashlib.sha256(b"[")
     memo = _JsonMemo()
-    for lo in range(0, len(log), 4096):  # json.dumps of a list joins its items with ", "
+    # a few hundred steps at a time: a step that names a long prompt's slots is tens of kB of text, and a chunk's
+    # lines, their join and its bytes are all alive at once (4,096 such steps were hundreds of MB)
+    for lo in range(0, len(log), CHUNK):  # json.dumps of a list joins its items with ", "
         if lo:
             h.update(b", ")
-        h.update(", ".join(_json_lines(log, lo, min(len(log), lo + 4096), memo)).encode())
+        h.update(", ".join(_json_lines(log, lo, min(len(log), lo + CHUNK), memo)).encode())
     h.update(b"]")
     return h.hexdigest()
+
+
+CHUNK = 256  # steps hashed per chunk
