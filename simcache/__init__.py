@@ -17,7 +17,7 @@ try:
     from .config import CacheConfig
     from .driver import Driver
     from .errors import CacheAssertion, ConfigError, ScenarioError, ScheduleError, SimcacheError
-    from .invariants import check_all as check_invariants
+    from .invariants import check_invariants
     from .ops_run import run_ops
     from .requests import Request
     from .scenario import Scenario, gallery

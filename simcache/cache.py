@@ -35,7 +35,7 @@ from operator import attrgetter
 
 from .config import CacheConfig
 from .controller import CacheController
-from .errors import CacheAssertion
+from .errors import ArgumentError, CacheAssertion
 from .evict_device import DeviceEviction
 from .evict_host import HostEviction
 from .hicache import HiCache
@@ -51,7 +51,7 @@ from .tree import TreeOps
 
 class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storage, RequestCaching):
     def __init__(self, config: CacheConfig | None = None, recorder=None) -> None:
-        self.config = config = config or CacheConfig()
+        self.config = config = _checked(config, recorder) or CacheConfig()
         self.flags = config.flags
         self.page_size = config.page_size
         self.recorder = recorder  # also picks the class: see ``_UntracedCache``
@@ -310,3 +310,13 @@ def _unwrap_simulated() -> None:
 
 _unwrap_simulated()
 _UntracedCache.__name__ = "HiMambaRadixCache"
+
+
+def _checked(config, recorder) -> CacheConfig | None:
+    """``config`` when the arguments fit (here, at the module's end, so the code pane's line numbers stay put)."""
+    if config is not None and not isinstance(config, CacheConfig) or \
+            recorder is not None and not callable(getattr(recorder, "enter", None)):
+        raise ArgumentError(f"HiMambaRadixCache takes a CacheConfig (and optionally a Recorder), not "
+                            f"{type(config if not isinstance(config, CacheConfig) else recorder).__name__}; e.g. "
+                            f"HiMambaRadixCache(CacheConfig(device_kv=16))")
+    return config

@@ -31,7 +31,7 @@ def _problem(cfg: dict, where: str | None) -> str | None:
     if where is not None:
         for k in (*_WHOLE, "write_through_threshold"):
             if k in cfg and not (type(cfg[k]) is int and 0 <= cfg[k] <= MAX_SLOTS):
-                return f"{at}{k} must be a whole number between 0 and {MAX_SLOTS}, not {cfg[k]!r}"
+                return f"{at}{k} must be a whole number between 0 and {MAX_SLOTS}, not {shown(cfg[k])}"
         if cfg["page_size"] < 1:
             return f"{at}page_size must be at least 1"
     else:
@@ -43,12 +43,12 @@ def _problem(cfg: dict, where: str | None) -> str | None:
     if not isinstance(cfg["policy"], str) or cfg["policy"] not in POLICIES:
         return f"{at}policy must be one of {', '.join(POLICIES)}, not {voice(cfg['policy'])}"
     if type(cfg["storage"]) is not bool:
-        return f"{at}storage must be true or false, not {cfg['storage']!r}"
+        return f"{at}storage must be true or false, not {shown(cfg['storage'])}"
     if where is not None and cfg["driver"] not in DRIVERS:
-        return f"{at}driver must be fuzz or scheduler, not {cfg['driver']!r}"
+        return f"{at}driver must be fuzz or scheduler, not {shown(cfg['driver'])}"
     if not isinstance(cfg["prefetch_stop_policy"], str) or cfg["prefetch_stop_policy"] not in STOP_POLICIES:
         return (f"{at}prefetch_stop_policy must be best_effort, wait_complete or timeout"
-                + ("" if where is None else f", not {cfg['prefetch_stop_policy']!r}"))
+                + ("" if where is None else f", not {shown(cfg['prefetch_stop_policy'])}"))
     for k in ("mamba_extra_buffer", "auto_complete"):
         if k in cfg and type(cfg[k]) is not bool:
             return f"{at}{k} must be true or false, not {voice(cfg[k])}"

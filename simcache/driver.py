@@ -18,7 +18,7 @@ from typing import ClassVar
 from .cache import HiMambaRadixCache
 from .config import CacheConfig
 from .crash import Crash, InternalError, crash_from, raise_if_internal
-from .errors import ScenarioError, SimcacheError
+from .errors import ArgumentError, ScenarioError, SimcacheError, shown
 from .keys import child_key
 from .operations import (
     APPLIED,
@@ -30,7 +30,10 @@ from .operations import (
     PREFETCH_DECLINED,
     RAISED,
     Skip,
+    check_op,
+    node_problem,
 )
+from .operations import request_problem as _request_problem
 from .pools import kv_fingerprint_array, kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
 from .requests import Request
 from .trace_hooks import SIMULATED_CODE
@@ -59,6 +62,13 @@ class Driver:
     nreq: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cache, HiMambaRadixCache):
+            raise ArgumentError(f"Driver takes a HiMambaRadixCache, not {type(self.cache).__name__}; e.g. "
+                                f"Driver(HiMambaRadixCache(CacheConfig()))")
+        if not isinstance(self.retry_mamba_alloc, bool) or not isinstance(self.live, OrderedDict) or \
+                type(self.nreq) is not int or self.nreq < 0:
+            raise ArgumentError("Driver takes a cache and, optionally, retry_mamba_alloc=True or False; leave live "
+                                "and nreq to it")
         for pool in self.cache.pools.all().values():
             pool.stack_fn = simulated_stack
 
@@ -76,6 +86,16 @@ class Driver:
         return got
 
     def start(self, tokens: list[int], rid: str | None = None) -> str:
+        """Start a request for ``tokens`` (kept live until ``finish``); its rid (``rid``, or ``r0``, ``r1``, ...).
+        Raises ``Skip`` when the pools have no room for it."""
+        problem = _request_problem({"tokens": tokens} if rid is None else {"tokens": tokens, "rid": rid})
+        if problem:
+            raise ArgumentError(f"Driver.start: {problem}")
+        if rid is not None and rid in self.live:
+            raise ArgumentError(f"Driver.start: request id {rid!r} is still live; finish it first or give another rid")
+        return self._start(tokens, rid)
+
+    def _start(self, tokens: list[int], rid: str | None = None) -> str:
         c = self.cache
         pools, ps, extra = c.pools, c.page_size, c.config.extra_buffer
         kv_pool, mamba_pool = pools.device_kv, pools.device_mamba
@@ -125,6 +145,9 @@ class Driver:
         return req.rid
 
     def finish(self, rid: str) -> None:
+        if not isinstance(rid, str) or rid not in self.live:
+            live = ", ".join(map(repr, self.live)) or "none"
+            raise ArgumentError(f"Driver.finish: no live request {shown(rid, 40)}; the live ones: {live}")
         req = self.live.pop(rid)
         self.cache.cache_finished_req(req)
 
@@ -132,6 +155,13 @@ class Driver:
     def inject(self, specs: list[dict]) -> None:
         c, made = self.cache, []
         pools = c.pools
+        if not isinstance(specs, list):
+            raise ArgumentError(f"Driver.inject takes a list of node objects like [{{'key': [1, 2], 'host': True}}], "
+                                f"not {type(specs).__name__}")
+        for i, s in enumerate(specs):
+            problem = node_problem(s, i, c.page_size)
+            if problem:
+                raise ScenarioError(f"inject node {i}: {problem}")
         for i, s in enumerate(specs):
             key = tuple(s["key"])
             parent = c.root_node if s.get("parent") is None else made[s["parent"]]
@@ -203,8 +233,9 @@ class Driver:
     def raised(self, op: dict, index: int, e: Exception) -> str:
         """``step``'s status for an exception (not a ``Skip`` or ``SimcacheError``) that operation ``index`` raised:
         ``x``, with its ``Crash`` in ``cache.crashed``; an unknown op or a bug of simcache's observers is raised."""
-        if op.get("op") not in self.RUN:
-            raise ScenarioError(f"op {index}: unknown op {op.get('op')!r}") from None
+        if type(op) is not dict or op.get("op") not in self.RUN:
+            raise ScenarioError(f"op {index}: unknown op {shown(op.get('op') if type(op) is dict else op)}") from None
+        check_op(op, index, self.cache.page_size)  # a malformed op is the caller's mistake, not a crash
         raise_if_internal(e, f"op {index} ({op.get('op')})")
         self.cache.crashed = crash_from(e)
         return RAISED
@@ -212,9 +243,9 @@ class Driver:
     def apply(self, op: dict, index: int) -> None:
         """Apply operation number ``index`` (``index`` names it in errors and seeds a prefetch's page hashes); a
         ``Skip`` says it did nothing."""
-        run = self.RUN.get(op["op"])
+        run = self.RUN.get(op.get("op")) if type(op) is dict else None
         if run is None:
-            raise ScenarioError(f"op {index}: unknown op {op['op']!r}")
+            raise ScenarioError(f"op {index}: unknown op {shown(op.get('op') if type(op) is dict else op)}")
         skipped = run(self, op, index)
         if skipped is not None:
             raise Skip(skipped)
@@ -224,7 +255,7 @@ class Driver:
         if rid is not None and rid in self.live:  # would silently drop the live one
             raise ScenarioError(f"op {index}: request id {rid!r} is still live; give each started request its own "
                                 f"rid")
-        rid = self.start(op["tokens"], rid)
+        rid = self._start(op["tokens"], rid)
         if op["op"] == "request":
             self.finish(rid)
 

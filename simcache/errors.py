@@ -28,6 +28,10 @@ class ScheduleError(SimcacheError):
     """A schedule string that names unknown actors or cannot be replayed."""
 
 
+class ArgumentError(SimcacheError):
+    """An argument of the Python API with the wrong type or value (``teach.show("crash_pr")``, ``tree_text(None)``)."""
+
+
 class FileError(SimcacheError):
     """A path that cannot be read or written as asked (a folder, a device, a missing folder, a full disk)."""
 
@@ -46,5 +50,8 @@ class UnreadableFile(FileError, ScenarioError):
 
 def shown(value: object, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters so a huge bad value is not echoed back whole."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit limit for str()
+        return f"a number of {value.bit_length():,} bits" if isinstance(value, int) else type(value).__name__
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

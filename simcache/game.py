@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .errors import ScenarioError, ScheduleError
+from .errors import ScenarioError, ScheduleError, shown
 from .game_levels import (  # noqa: F401  (re-exported: the level table lives there)
     GOAL,
     INSIDE,
@@ -59,6 +59,16 @@ class SchedulerGame:
             scenario = from_doc(scenario)
         if not isinstance(scenario, Scenario):
             raise ScenarioError("SchedulerGame needs a scenario: a gallery name, a file path, a dict or a Scenario")
+        from . import args
+        from .versions import preset as preset_flags
+
+        preset_flags(preset)  # an unknown preset is one sentence here, before any state is built
+        args.optional_text(minimal, "minimal", "SchedulerGame('scenario_a', minimal='mem l3 mem')")
+        args.flag(widgets, "widgets")
+        if flags is not None:
+            args.mapping(flags, "flags", "flags={'stale_guards': True}")
+        if level is not None and not isinstance(level, Level):
+            raise args.fail("level", "a Level (SchedulerGame.from_level(1) builds one)", level)
         self.scenario, self.preset, self.flags, self.level = scenario, preset, flags, level
         fails = (scenario.expect.get(preset) or {}).get("outcome") == "assertion"
         self.minimal = minimal or scenario.minimal_schedule or (scenario.schedule if fails else None)
@@ -111,8 +121,9 @@ class SchedulerGame:
             return
         if self.over:
             raise ScheduleError("the game is over: reset() to play again")
-        if actor not in self.next_ops():
-            raise ScheduleError(f"actor {actor!r} has no operation left; choose one of {', '.join(self.next_ops())}")
+        if not isinstance(actor, str) or actor not in self.next_ops():
+            raise ScheduleError(f"actor {shown(actor, 40)} has no operation left; choose one of "
+                                f"{', '.join(self.next_ops())}")
 
     def pick(self, actor: str):
         """Let ``actor`` take the next turn and replay; returns the new ``Run``. Inside an operation, picking its

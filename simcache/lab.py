@@ -13,6 +13,8 @@ from html import escape
 from .cache import HiMambaRadixCache
 from .config import CacheConfig
 from .driver import Driver
+from .errors import ArgumentError, shown
+from .operations import check_op
 from .render.display import CSS, HTML, Text
 from .render.display import columns as _columns
 from .render.dot import legend_dot, render_svg, snapshot_to_dot
@@ -29,6 +31,17 @@ class Lab:
     device-only cache (nothing is ever copied to the host tier)."""
 
     def __init__(self, preset: str = "pre_fix", *, host: bool = True, legend: bool = False, **config) -> None:
+        from dataclasses import fields
+
+        from . import args
+
+        args.flag(host, "host")
+        args.flag(legend, "legend")
+        known = [f.name for f in fields(CacheConfig) if f.name != "flags"]
+        unknown = sorted(set(config) - set(known))
+        if unknown:
+            raise ArgumentError(f"Lab takes a preset and CacheConfig fields; unknown: {', '.join(unknown[:5])}; "
+                                f"known: {', '.join(known)}")
         if not host:
             config.setdefault("policy", "write_through_selective")
             config.setdefault("write_through_threshold", 1 << 20)  # never hit often enough to be written through
@@ -51,6 +64,7 @@ class Lab:
         before = self.snapshot()
         for text in ops:
             op = parse_op(text, "Lab.do")
+            check_op(op, len(self.statuses), self.cache.page_size)  # a malformed op is refused before it begins
             self._begin(op)
             status = self.driver.step(op, len(self.statuses), crashes=False)  # a crash goes up, as a traceback
             self.statuses.append(status)
@@ -60,6 +74,11 @@ class Lab:
 
     def match(self, *tokens: int):
         """``cache.match_prefix(tokens)`` (a split, if any, stays in the tree); returns SGLang's ``MatchResult``."""
+        from .operations import request_problem
+
+        problem = request_problem({"tokens": list(tokens)})
+        if problem:
+            raise ArgumentError(f"Lab.match: {problem}")
         self._begin({"op": "match", "tokens": list(tokens)})
         result = self.cache.match_prefix(list(tokens))
         self.recorder.end_op(len(self.recorder.ops) - 1, ".")
@@ -88,8 +107,11 @@ class Lab:
 
     def panels(self, *names: str) -> HTML:
         """Panels of the current state: any of ``lru``, ``sets``, ``pools``, ``holders`` (default: lru and sets)."""
-        snap = self.snapshot()
         makers = dict(lru=lru_panel, sets=sets_panel, pools=pools_panel, holders=holders_panel)
+        for n in names:
+            if not isinstance(n, str) or n not in makers:
+                raise ArgumentError(f"Lab.panels takes panel names from {', '.join(makers)}, not {shown(n, 40)}")
+        snap = self.snapshot()
         return HTML(CSS + "".join(makers[n](snap) for n in names or ("lru", "sets")))
 
     def calls(self) -> Text:
@@ -116,15 +138,23 @@ class Lab:
 
     def lru(self, name: str = "full") -> list[tuple[int, ...]]:
         """Keys in LRU list ``full``, ``mamba`` or ``host_mamba``, most recently used first."""
-        lst = dict(full=self.cache.full_lru_list, mamba=self.cache.mamba_lru_list,
-                   host_mamba=self.cache.mamba_host_lru_list)[name]
+        lists = dict(full=self.cache.full_lru_list, mamba=self.cache.mamba_lru_list,
+                     host_mamba=self.cache.mamba_host_lru_list)
+        if not isinstance(name, str) or name not in lists:
+            raise ArgumentError(f"Lab.lru takes one of {', '.join(lists)}, not {shown(name, 40)}")
+        lst = lists[name]
         return [tuple(n.key) for n in lst.mru_to_lru()]
 
     def leaves(self, tier: str = "device") -> list[tuple[int, ...]]:
         """Sorted keys in ``evictable_full_device_leaves`` (``device``) or ``evictable_full_host_leaves`` (``host``)."""
+        if tier not in ("device", "host"):
+            raise ArgumentError(f"Lab.leaves takes device or host, not {shown(tier, 40)}")
         s = self.cache.evictable_full_device_leaves if tier == "device" else self.cache.evictable_full_host_leaves
         return sorted(tuple(n.key) for n in s)
 
     def free(self, pool: str = "device_kv") -> int:
         """Free slots in a pool: ``device_kv``, ``device_mamba``, ``host_kv``, ``host_mamba``."""
-        return self.cache.pools.all()[pool].available_size()
+        pools = self.cache.pools.all()
+        if not isinstance(pool, str) or pool not in pools:
+            raise ArgumentError(f"Lab.free takes one of {', '.join(pools)}, not {shown(pool, 40)}")
+        return pools[pool].available_size()

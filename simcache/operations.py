@@ -182,7 +182,8 @@ def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
         if len(t) > MAX_TOKENS:
             raise ScenarioError(f"op {i} ({name}): {len(t)} tokens is too many; keep requests under {MAX_TOKENS}")
     if "n" in op and not (_is_int(op["n"]) and 0 <= op["n"] <= MAX_SLOTS):
-        raise ScenarioError(f"op {i} ({name}): n must be a whole number between 0 and {MAX_SLOTS}, not {op['n']!r}")
+        raise ScenarioError(f"op {i} ({name}): n must be a whole number between 0 and {MAX_SLOTS}, not "
+                            f"{shown(op['n'])}")
     if "mamba_hit" in op and type(op["mamba_hit"]) is not bool:
         raise ScenarioError(f"op {i} ({name}): mamba_hit must be true or false")
     if "rid" in op and not (isinstance(op["rid"], str) and op["rid"]):
@@ -204,6 +205,19 @@ def check_op(op: Any, i: int, page_size: int, allow_extra: bool = True) -> None:
                 raise ScenarioError(f"op {i} node {j}: {problem}")
 
 
+def request_problem(op: dict) -> str | None:
+    """What is wrong with a request's ``tokens`` (and ``rid``, when given), or None (``Driver.start``'s check)."""
+    t = op.get("tokens")
+    if not (isinstance(t, list) and t and set(map(type, t)) == {int} and min(t) >= 0 and max(t) < 1 << 62):
+        return (f"tokens must be a non-empty list of whole numbers from 0 to 2**62 - 1, like [1, 2, 3], not "
+                f"{shown(t, 40)}")
+    if len(t) > MAX_TOKENS:
+        return f"{len(t)} tokens is too many; keep requests under {MAX_TOKENS}"
+    if "rid" in op and not (isinstance(op["rid"], str) and _RID.fullmatch(op["rid"])):
+        return f"rid {shown(op['rid'], 40)} must be 1 to 64 ASCII letters, digits, '_', '.', '-', like 'chat'"
+    return None
+
+
 def _node_problem(s: Any, j: int, page_size: int) -> str | None:
     """What is wrong with one inject node spec (None if nothing)."""
     if not isinstance(s, dict):
@@ -221,8 +235,11 @@ def _node_problem(s: Any, j: int, page_size: int) -> str | None:
     parent = s.get("parent")
     if parent is not None and not (_is_int(parent) and 0 <= parent < j):
         return (f"parent must be null (the root) or the index of an earlier node"
-                f"{f' (0 to {j - 1})' if j else ''}, not {parent!r}")
+                f"{f' (0 to {j - 1})' if j else ''}, not {shown(parent)}")
     for f in sorted(NODE_FIELDS - {"key", "parent"}):
         if type(s.get(f, False)) is not bool:
-            return f"{f} must be true or false, not {s[f]!r}"
+            return f"{f} must be true or false, not {shown(s[f])}"
     return None
+
+
+node_problem = _node_problem  # (public: ``Driver.inject`` checks its nodes with it)

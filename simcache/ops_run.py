@@ -96,6 +96,13 @@ def run_ops(doc: dict, preset: str = "pre_fix", flags: Flags | None = None, trac
     cfg, ops = check_doc(doc)
     if flags is not None and not isinstance(flags, Flags):
         raise ScenarioError(f"flags must be a Flags (e.g. simcache.preset('pre_fix')), not {type(flags).__name__}")
+    from . import args
+
+    args.flag(trace, "trace")
+    args.function(on_step, "on_step")
+    args.text(device, "device", "device='cpu'")
+    if recorder is not None and not callable(getattr(recorder, "attach", None)):
+        raise args.fail("recorder", "a Recorder or None", recorder, "recorder=Recorder()")
     return execute(cfg, [(None, op) for op in ops], flags or preset_flags(preset), trace, recorder, on_step,
                    device=device)
 

@@ -20,10 +20,12 @@ cached as they are seen.
 """
 from __future__ import annotations
 
+import math
 from html import escape
 from itertools import count
 
-from .errors import ConfigError
+from . import args
+from .errors import ArgumentError, ConfigError, shown
 from .render.codepane import CODE_CSS, codepane_html
 from .render.display import page_css, svg_img
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
@@ -50,6 +52,10 @@ class PlayerModel:
     stopped earlier, e.g. at its assertion, stays on its last step while the other one goes on to its end)."""
 
     def __init__(self, run, compare_run=None, *, precompute: bool = True) -> None:
+        args.run(run, "PlayerModel")
+        if compare_run is not None:
+            args.run(compare_run, "PlayerModel", "compare_run")
+        args.flag(precompute, "precompute")
         if not run.trace.steps:
             raise ConfigError("this run has no micro-steps to play; give it at least one operation")
         for r in (run, compare_run):
@@ -78,12 +84,15 @@ class PlayerModel:
         return len(self.positions)
 
     def go(self, step: int) -> int:
+        if isinstance(step, float) and math.isfinite(step):
+            step = int(step)  # (a slider may hand in a float)
+        args.whole(step if type(step) is not bool else int(step), "step", example="player.go(0)")
         hi = self.num_steps - 1 if self.limit is None else min(self.limit, self.num_steps - 1)
         self.cursor = max(0, min(int(step), hi))
         return self.cursor
 
     def step(self, delta: int = 1) -> int:
-        return self.go(self.cursor + delta)
+        return self.go(self.cursor + args.whole(delta, "delta", example="player.step(-1)"))
 
     def op_ends(self) -> list[int]:
         """The position of each operation's last micro-step (the state after the operation)."""
@@ -93,9 +102,12 @@ class PlayerModel:
         return [ends[k] for k in sorted(ends)]
 
     def op_start(self, k: int) -> int:
+        if type(k) is not int or k not in self.position_op:
+            raise args.fail("k", f"an operation number from {self.position_op[0]} to {self.position_op[-1]}", k)
         return self.position_op.index(k)
 
     def step_op(self, delta: int = 1) -> int:
+        args.whole(delta, "delta", example="player.step_op(-1)")
         ends = self.op_ends()
         later = [s for s in ends if s > self.cursor] if delta > 0 else [s for s in ends if s < self.cursor][::-1]
         return self.go(later[0]) if later else self.cursor
@@ -108,10 +120,16 @@ class PlayerModel:
 
     def position_of(self, which: int, step: int) -> int:
         """The first position showing micro-step ``step`` of run ``which``."""
+        self._which(which)
+        args.whole(step, "step", 0, len(self.runs[which].trace.steps) - 1)
         return next(i for i, pos in enumerate(self.positions) if pos[which] >= step)
 
     def jump(self, kind: str, direction: int = 1) -> bool:
         """Move to the next (or previous) ``kind`` moment of either run; False, no move and a message if none."""
+        if kind not in MOMENT_KINDS:
+            raise ArgumentError(f"unknown moment {shown(kind, 40)}; choose one of {', '.join(MOMENT_KINDS)}")
+        if direction not in (1, -1) or type(direction) is not int:
+            raise args.fail("direction", "1 (forward) or -1 (back)", direction)
         # each run's nearest moment past its own shown step: its position lies past the cursor, since a run's shown
         # step moves by at most one from a position to the next (the recorder's operations are contiguous, and
         # compare_positions walks each one offset by offset: no run skips a step)
@@ -147,9 +165,17 @@ class PlayerModel:
     # --- views ---
     def step_of(self, which: int = 0) -> int:
         """The micro-step of run ``which`` shown at the cursor."""
-        return self.positions[self.cursor][which]
+        return self.positions[self.cursor][self._which(which)]
+
+    def _which(self, which) -> int:
+        if type(which) is not int or not 0 <= which < len(self.runs):
+            raise args.fail("which", "0 (the run)" + (" or 1 (the compared run)" if len(self.runs) > 1 else ""), which)
+        return which
 
     def frame(self, which: int = 0, step: int | None = None) -> Frame:
+        if step is not None:
+            self._which(which)
+            args.whole(step, "step", 0, len(self.runs[which].trace.steps) - 1)
         step = self.step_of(which) if step is None else step
         key = (which, step, self.hide_host, self.hide_mamba)
         if key not in self._frames:
@@ -169,11 +195,13 @@ class PlayerModel:
 
     def code(self, which: int = 0, token: str = "sc-t0") -> str:
         """The code pane at the cursor: the simulated frames, their source and the nodes their locals hold."""
+        args.text(token, "token", "player.code(0, 'sc-t0')")
+        self._which(which)
         return codepane_html(self.runs[which], self.step_of(which), token,
                              self.runs[which].preset if len(self.runs) > 1 else "")
 
     def timeline(self, which: int = 0) -> str:
-        run = self.runs[which]
+        run = self.runs[self._which(which)]
         return timeline_svg(run.trace, self.step_of(which), hide_after=self.limit,
                             title=run.preset if self.hide_outcome else f"{run.preset}: {run.outcome}")
 

@@ -147,6 +147,14 @@ def simulate(scenario: Scenario | str | dict, preset: str | None = None, flags: 
     for label, v in (("snapshots", snapshots), ("invariants", invariants)):
         if not isinstance(v, bool):
             raise ConfigError(f"{label} must be True or False, not {shown(v, 40)}")
+    if ops is not None and not (isinstance(ops, tuple) and len(ops) == 2 and all(
+            e is None or type(e) is int and e >= 0 for e in ops)):
+        raise ConfigError(f"ops must be a pair (A, B) of operation numbers from 0 (either may be None for an open "
+                          f"end), like ops=(0, 500), not {shown(ops, 40)}")
+    if progress is not None and not isinstance(progress, bool):
+        raise ConfigError(f"progress must be True, False or None, not {shown(progress, 40)}")
+    if not isinstance(device, str):
+        raise ConfigError(f"device must be a name like 'cpu', 'cuda', 'cuda:0' or 'auto', not {shown(device, 40)}")
     name, fl = resolve_flags(scenario, preset, flags)
     if isinstance(schedule, Schedule):
         check_turns(schedule, scenario)

@@ -96,7 +96,9 @@ def tree_and_slot_lines(cache) -> tuple[list[str], list[str]]:
 
 def tree_text(cache) -> str:
     """The canonical tree as one string (empty tree: ``(empty)``)."""
-    lines = tree_lines(cache)
+    from .args import cache as a_cache
+
+    lines = tree_lines(a_cache(cache, "tree_text"))
     return "\n".join(lines) if lines else "(empty)"
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from html import escape
 
+from . import args
 from .crash import STALE, cell
-from .errors import ConfigError
+from .errors import ArgumentError, ConfigError
 from .lab import Lab
 from .render.display import CSS, HTML, PNG, Text
 from .render.display import columns as _columns
@@ -35,6 +36,9 @@ from .versions import preset as preset_flags
 
 def moment(run, kind: str, nth: int = 0) -> int:
     """The micro-step of the ``nth`` moment ``kind`` (``went-stale`` ...; ``end``: the last step; ``start``: 0)."""
+    args.run(run, "moment")
+    args.text(kind, "kind", "moment(run, 'went-stale')")
+    args.whole(nth, "nth", example="moment(run, 'went-stale', 0)")
     if kind == "end":
         return len(run.trace.steps) - 1
     if kind == "start":
@@ -49,8 +53,18 @@ def moment(run, kind: str, nth: int = 0) -> int:
     return found[kind][nth]
 
 
-def _step(run, at) -> int:
-    return at if isinstance(at, int) else moment(run, at)
+def _step(run, at, fn: str = "show") -> int:
+    """``at`` (a micro-step, from the end when negative, or a moment's name) as a micro-step of ``run``."""
+    args.run(run, fn)
+    n = len(run.trace.steps)
+    if type(at) is int:
+        if not -n <= at < n:
+            raise ArgumentError(f"{fn}: this run has {n} micro-steps (0 to {n - 1}), so there is no step {at}; give "
+                                f"one of them or a moment like 'went-stale' or 'end'")
+        return at % n
+    if not isinstance(at, str):
+        raise args.fail("at", "a micro-step number or a moment like 'went-stale' or 'end'", at, f"{fn}(run, 'end')")
+    return moment(run, at)
 
 
 def _tree(run, step: int, legend: bool = False) -> tuple[str, str]:
@@ -61,6 +75,9 @@ def _tree(run, step: int, legend: bool = False) -> tuple[str, str]:
 def show(run, at: int | str = "end", *, legend: bool = True, why: bool = False) -> HTML:
     """One frame of ``run``: caption, tree, call stack and holder ledger; ``why=True`` adds the plain-English "why
     is this node stale" (``explain(run)`` prints it once as text; repeating it under every frame buries the tree)."""
+    args.traced_run(run, "show")
+    args.flag(legend, "legend")
+    args.flag(why, "why")
     step = _step(run, at)
     f = frame(run, step, legend=legend)
     tree = f'<div class="sc-tree">{focus_svg(render_svg(f.dot), f.focus)}</div>'
@@ -71,7 +88,10 @@ def show(run, at: int | str = "end", *, legend: bool = True, why: bool = False) 
 def find(run, kind: str, *, node: int | None = None, after: int | str = "start", **detail) -> int:
     """The first micro-step of ``kind`` (``attach``, ``write_ack``, ``detach`` ...) after ``after``, touching
     ``node`` and matching ``detail`` (``find(run, "attach", parent=8)``: a child attached under node #8)."""
-    start = _step(run, after)
+    args.text(kind, "kind", "find(run, 'attach')")
+    if node is not None:
+        args.whole(node, "node", 0, example="find(run, 'attach', node=8)")
+    start = _step(run, after, "find")
     for s in run.trace.steps[start:]:
         if s.kind == kind and (node is None or s.node == node) and \
                 all(s.detail.get(k) == v for k, v in detail.items()):
@@ -83,18 +103,21 @@ def find(run, kind: str, *, node: int | None = None, after: int | str = "start",
 
 def strip(run, *ats: int | str) -> HTML:
     """Several frames of ``run`` in a row (tree and caption only): a film strip of a stretch of the story."""
+    args.traced_run(run, "strip")
     if not ats:
         raise ConfigError("strip(run, ...) needs at least one micro-step or moment to draw")
     cells = []
     for at in ats:
-        caption, svg = _tree(run, _step(run, at))
+        caption, svg = _tree(run, _step(run, at, "strip"))
         cells.append(f"<p style='font-size:12px'><b>{escape(caption)}</b></p><div class='sc-tree'>{svg}</div>")
     return HTML(CSS + _columns(*cells))
 
 
 def side_by_side(run, other, at: int | str = "end") -> HTML:
     """``run`` at ``at`` and ``other`` (same schedule, another preset) at the same operation and offset."""
-    a = _step(run, at)
+    args.traced_run(run, "side_by_side")
+    args.traced_run(other, "side_by_side", "other")
+    a = _step(run, at, "side_by_side")
     b = lockstep(run.trace, other.trace, a)
     cells = []
     for r, s in ((run, a), (other, b)):
@@ -107,6 +130,9 @@ def explain(run, node: int | None = None) -> Text:
     """Plain English: how node ``node`` (default: the first that went stale) went stale, who held it, what came next."""
     from .render.explain import explain_stale
 
+    args.traced_run(run, "explain")
+    if node is not None:
+        args.whole(node, "node", 0, example="explain(run, 8)")
     if node is None and not run.trace.went_stale:
         raise ConfigError("no node went stale in this run, so there is nothing to explain; pick a run that crashes")
     return Text(explain_stale(run.trace, run.trace.went_stale[0].node if node is None else node))
@@ -127,7 +153,7 @@ class Damage(dict):
 def damage(run) -> Damage:
     """The run's broken pools only: ``{pool: {"double_freed": [...], "leaked": [...]}}``."""
     out = Damage()
-    for pool, d in run.to_json()["pools"].items():
+    for pool, d in args.run(run, "damage").to_json()["pools"].items():
         bad = {k: v for k, v in (("double_freed", d["double_freed"]), ("leaked", d["leaked"])) if v}
         if bad:
             out[pool] = bad
@@ -138,6 +164,8 @@ def flags(*presets: str) -> HTML:
     """The flags in which ``presets`` differ, one row per flag, one column per preset."""
     from dataclasses import fields
 
+    if not presets:
+        raise ArgumentError("flags needs at least one preset to show, like flags('pre_fix', 'followup_fix')")
     got = {p: preset_flags(p) for p in presets}
     names = [f.name for f in fields(next(iter(got.values())))]
     differ = [n for n in names if len({repr(getattr(f, n)) for f in got.values()}) > 1] or names
@@ -149,9 +177,12 @@ def flags(*presets: str) -> HTML:
 
 def actors(scenario) -> Text:
     """A scenario's actors and their operations, one actor a line."""
+    from .scenario import Scenario
     from .trace import describe_op
 
     sc = load(scenario) if isinstance(scenario, str) else scenario
+    if not isinstance(sc, Scenario):
+        raise args.fail("scenario", "a gallery name, a file path or a Scenario", scenario, "actors('crash_pr')")
     width = max(len(a) for a in sc.actors)
     return Text("\n".join(f"{a:<{width}}  " + "  ;  ".join(describe_op(op) for op in ops)
                           for a, ops in sc.actors.items()))
@@ -159,6 +190,7 @@ def actors(scenario) -> Text:
 
 def outcome_counts(results: dict) -> HTML:
     """``{label: ExploreResult}`` -> how many runs ended each way, one column per label."""
+    args.results(results, "outcome_counts")
     sigs = sorted({sig for r in results.values() for sig, _ in r.outcomes}, key=lambda x: (x != "clean", x))
     head = "".join(f"<th>{escape(label)}</th>" for label in results)
     rows = "".join(f"<tr><td>{escape(sig)}</td>" + "".join(
@@ -168,7 +200,11 @@ def outcome_counts(results: dict) -> HTML:
 
 def summary(found) -> Text:
     """An explorer's failure or a shrink result, in words."""
-    d = found.as_dict() if hasattr(found, "as_dict") else dict(vars(found))
+    d = found.as_dict() if callable(getattr(found, "as_dict", None)) else dict(getattr(found, "__dict__", {}))
+    if not isinstance(d, dict) or not {"schedule", "steps", "preemptions", "assertion", "raised_in"} <= set(d):
+        raise ArgumentError(f"summary takes an explorer's Failure or a shrink's result (with a schedule, steps, "
+                            f"preemptions, assertion and raised_in), not {args.said(found)}; e.g. "
+                            f"summary(explore('crash_pr').first_failure)")
     lines = [f"schedule: {d['schedule']}  ({d['steps']} operations, {d['preemptions']} preemption(s))",
              f"raised:   {d['assertion']} in {d['raised_in']}"]
     if d.get("actors"):
@@ -180,13 +216,15 @@ def summary(found) -> Text:
 
 def transcript(run) -> Text:
     """The CLI's transcript of a run: operations, went-stale / cleaned-up moments, outcome, damage."""
-    return Text(_transcript(run))
+    return Text(_transcript(args.run(run, "transcript")))
 
 
 def figure(fig) -> PNG:
     """A matplotlib ``Figure`` (from ``simcache.render.plots``) as a displayable PNG."""
     from .render.plots import to_png
 
+    if not callable(getattr(fig, "savefig", None)):
+        raise args.fail("fig", "a matplotlib Figure (from simcache.render.plots)", fig)
     return PNG(to_png(fig))
 
 
@@ -194,6 +232,9 @@ def play(game, schedule: str):
     """Let a ``SchedulerGame`` pick the actors of ``schedule`` (``"pf R2 pf"``, ``"ctl*3"``) in turn; the last run."""
     from .scheduler import parse_schedule
 
+    if not callable(getattr(game, "pick", None)) or not hasattr(getattr(game, "scenario", None), "lengths"):
+        raise args.fail("game", "a SchedulerGame", game, "play(SchedulerGame('scenario_a'), 'mem l3 mem')")
+    args.text(schedule, "schedule", "play(game, 'mem l3 mem')")
     for actor in parse_schedule(schedule, game.scenario.lengths).turns:
         game.pick(actor)
     return game.run
@@ -201,12 +242,14 @@ def play(game, schedule: str):
 
 def stats(results: dict) -> dict[str, dict[str, int]]:
     """``{label: ExploreResult}`` -> the counts ``render.plots.exploration_stats`` draws, one group per label."""
+    args.results(results, "stats")
     return {label: {"schedules run": r.schedules_run, "distinct end states": r.distinct_states,
                     "failing": r.failing, "stale-node race": races(r)} for label, r in results.items()}
 
 
 def races(result) -> int:
     """How many of an exploration's runs ended in the stale-node assertion (``parent does not have child key``)."""
+    args.explore_result(result, "races")
     return sum(n for sig, n in result.outcomes if STALE in sig)
 
 
@@ -226,22 +269,34 @@ class OutcomeTable:
     ``pre_fix``, ``merged_fix``, ``followup_fix`` and ``main_2026_06`` those of SGLang's real code)."""
 
     def __init__(self, scenarios, presets, schedule: str | None = None) -> None:
+        from .versions import PRESETS
+
+        args.names(scenarios, "scenarios", "outcome_table(['scenario_a', 'crash_pr'], ['pre_fix'])")
+        args.names(presets, "presets", "outcome_table(['scenario_a'], ['pre_fix', 'followup_fix'])", known=PRESETS)
+        args.optional_text(schedule, "schedule", "outcome_table(['scenario_a'], ['pre_fix'], 'mem l3 mem')")
         self.scenarios, self.presets = list(scenarios), list(presets)
         self.runs = {(s, p): simulate(s, p, schedule=schedule) for s in self.scenarios for p in self.presets}
 
     def __getitem__(self, key):
-        return self.runs[key]
+        try:
+            return self.runs[key]
+        except (KeyError, TypeError):
+            raise ArgumentError(f"this table has no cell {args.said(key)}; index it by (scenario, preset), one of "
+                                f"{', '.join(self.scenarios)} and one of {', '.join(self.presets)}") from None
 
     def cell(self, scenario: str, preset: str) -> str:
-        return _cell(self.runs[scenario, preset])
+        return _cell(self[scenario, preset])
 
     def row(self, scenario: str) -> list[str]:
         """The cells of ``scenario``, one per preset."""
+        if scenario not in self.scenarios:
+            raise ArgumentError(f"this table has no scenario {args.said(scenario)}; its scenarios: "
+                                f"{', '.join(self.scenarios)}")
         return [self.cell(scenario, p) for p in self.presets]
 
     def outcomes(self, preset: str) -> dict[str, str]:
         """Scenario -> ``clean`` / ``assertion`` under ``preset``."""
-        return {s: self.runs[s, preset].outcome for s in self.scenarios}
+        return {s: self[s, preset].outcome for s in self.scenarios}
 
     def unexpected(self) -> list[tuple[str, str, str]]:
         out = []
@@ -278,11 +333,17 @@ def outcome_table(scenarios, presets, schedule: str | None = None) -> OutcomeTab
 
 def rates(rows, field: str = "race_rate") -> dict[tuple[str, float], float]:
     """``simcache.workload.crash_rates`` rows -> ``{(preset, pressure): rate}`` (``race_rate``, ``crash_rate`` ...)."""
+    args.rows(rows, "rates")
+    fields = ("race_rate", "crash_rate", "damage_rate", "runs", "crashes", "races", "damaged")
+    if field not in fields:
+        raise args.fail("field", f"one of {', '.join(fields)}", field, "rates(rows, 'crash_rate')")
     return {(r["preset"], r["pressure"]): r[field] for r in rows}
 
 
 def signatures(rows, preset: str) -> set[str]:
     """What raised in the workload rows of ``preset``, over all pressures."""
+    args.rows(rows, "signatures")
+    args.text(preset, "preset", "signatures(rows, 'pre_fix')")
     return {sig for r in rows if r["preset"] == preset for sig in r["signatures"]}
 
 

@@ -34,6 +34,15 @@ from .render.moments import moments, op_end
 from .tour_file import CLAIMS, STEP_KINDS, TOURS_DIR, Choice, Stop, Tour, TourError, from_doc, gallery, load  # noqa: F401
 
 
+def _need(tour, run, fn: str) -> None:
+    """``tour`` a ``Tour`` and ``run`` a ``Run`` with its snapshots, or one sentence."""
+    from . import args
+
+    if not isinstance(tour, Tour):
+        raise args.fail("tour", "a Tour (simcache.tour.load('crash_pr'))", tour, f"{fn}(load('crash_pr'), run)")
+    args.traced_run(run, fn)
+
+
 # --- placing stops on a run, and checking claims against it ---
 def _node_id(ref: str, snap) -> int | None:
     if ref.startswith("#") and ref[1:].isdigit():
@@ -83,6 +92,7 @@ def _place(t, at: dict, found: dict, after: int) -> int | None:
 def stop_steps(tour: Tour, run) -> list[int]:
     """The micro-step of each stop, in order. A stop the run never reaches, or reaches only before the previous
     stop, is an error naming it (and which of the two it is)."""
+    _need(tour, run, "stop_steps")
     t = run.trace
     found, after, out = moments(t), -1, []
     for i, stop in enumerate(tour.stops, 1):
@@ -119,6 +129,14 @@ class Unplaced(TourError):
 
 def claim_holds(claim: dict, run, step: int) -> bool:
     """Whether ``claim`` is true of ``run``'s state after micro-step ``step``."""
+    from . import args
+
+    args.traced_run(run, "claim_holds")
+    args.whole(step, "step", 0, len(run.trace.steps) - 1)
+    if not isinstance(claim, dict) or len(claim) != 1 or next(iter(claim)) not in CLAIMS or \
+            not isinstance(next(iter(claim.values())), dict):
+        raise args.fail("claim", f"one claim, like {{'attached': {{'node': '#8', 'is': True}}}} (kinds: "
+                                 f"{', '.join(CLAIMS)})", claim)
     (name, a), = claim.items()
     t = run.trace
     if name == "outcome":
@@ -147,6 +165,7 @@ def claim_holds(claim: dict, run, step: int) -> bool:
 
 def check(tour: Tour, run) -> list[str]:
     """Every way the tour's answers disagree with ``run`` (empty when the tour is true of the run)."""
+    _need(tour, run, "check")
     problems = []
     for i, (stop, step) in enumerate(zip(tour.stops, stop_steps(tour, run), strict=True), 1):
         for j, c in enumerate(stop.choices, 1):
@@ -216,6 +235,8 @@ def checked(tour: Tour | str | Path, run=None):
     from .simulate import simulate
 
     tour = tour if isinstance(tour, Tour) else load(tour)
+    if run is not None:
+        _need(tour, run, "TourModel")
     if run is None:
         run = simulate(tour_scenario(tour), tour.preset)
     elif not _same_scenario(run.scenario, tour_scenario(tour)) or run.preset != tour.preset:

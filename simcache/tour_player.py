@@ -27,6 +27,9 @@ class TourPlayer:
     def __init__(self, tour, run=None, *, precompute: bool = True) -> None:
         import ipywidgets as W
 
+        from . import args
+
+        args.flag(precompute, "precompute")
         self.model = TourModel(tour, run)
         self.player = Player(self.model.run, precompute=precompute)
         self.player.model.hide_outcome = True
@@ -125,6 +128,10 @@ class TourPlayer:
 
 def static_tour(model: TourModel) -> str:
     """The tour without a kernel: each stop's question and choices (in the tour's order), the answer folded."""
+    if not isinstance(model, TourModel):
+        from . import args
+
+        raise args.fail("model", "a TourModel (simcache.tour.TourModel('crash_pr'))", model)
     parts = ['<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif">',
              f"<p><b>Static copy of the tour “{escape(model.tour.title)}”</b> (run the notebook to answer and see "
              "each frame).</p><ol>"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
-from .errors import ConfigError
+from .errors import ConfigError, shown
 
 HOST_LEAF_PREDICATES = ("loop_old", "no_children")
 PARENT_CHECKS = ("none", "all", "write_through_only")
@@ -55,13 +55,13 @@ class Flags:
     def __post_init__(self) -> None:
         if self.host_leaf_predicate not in HOST_LEAF_PREDICATES:
             raise ConfigError(f"host_leaf_predicate must be one of {', '.join(HOST_LEAF_PREDICATES)}, "
-                              f"not {self.host_leaf_predicate!r}")
+                              f"not {shown(self.host_leaf_predicate)}")
         if self.write_backup_parent_check not in PARENT_CHECKS:
             raise ConfigError(f"write_backup_parent_check must be one of {', '.join(PARENT_CHECKS)}, "
-                              f"not {self.write_backup_parent_check!r}")
+                              f"not {shown(self.write_backup_parent_check)}")
         for f in fields(self):
             if f.type == "bool" and not isinstance(getattr(self, f.name), bool):
-                raise ConfigError(f"flag {f.name} must be true or false, not {getattr(self, f.name)!r}")
+                raise ConfigError(f"flag {f.name} must be true or false, not {shown(getattr(self, f.name))}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -101,8 +101,7 @@ PRESET_DESCRIPTIONS = {
 
 def preset(name: str) -> Flags:
     if not isinstance(name, str) or name not in PRESETS:
-        said = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:60]}... ({len(repr(name)):,} characters)"
-        raise ConfigError(f"unknown preset {said}; choose one of {', '.join(PRESETS)}")
+        raise ConfigError(f"unknown preset {shown(name)}; choose one of {', '.join(PRESETS)}")
     return PRESETS[name]
 
 

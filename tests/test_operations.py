@@ -199,8 +199,8 @@ def test_an_exception_raised_in_an_observer_module_is_a_simcache_bug_and_one_in_
                                             r"\(in state\.py:\d+\)$"):
         raise_if_internal(observed.value, "op 7")
     d = _driver(device_kv=4)
-    with pytest.raises(KeyError) as simulated:
-        d.finish("nobody")  # raised in the driver's own code: a result, not a bug of an observer
+    with pytest.raises(TypeError) as simulated:
+        d._start(5)  # raised in the driver's own code (``len(5)``): a result, not a bug of an observer
     assert raise_if_internal(simulated.value, "op 0") is None
 
 

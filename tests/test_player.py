@@ -13,7 +13,7 @@ from html import escape
 import pytest
 from views_helpers import run_c, run_c_actors, scenario_doc, story
 
-from simcache.errors import ScheduleError
+from simcache.errors import ScheduleError, SimcacheError
 from simcache.player import Player, PlayerModel, SchedulerGame
 from simcache.render.frames import caption, op_frames
 
@@ -39,7 +39,7 @@ def test_model_jumps_to_moments_and_says_when_there_is_none():
     assert m.jump("went-stale", -1) and m.cursor == STALE_STEP
     fixed = PlayerModel(run_c("described_fix"), precompute=False)
     assert fixed.jump("cleaned-up") and fixed.cursor == fixed.trace.cleaned_up[0].step
-    with pytest.raises(ValueError, match="unknown moment"):
+    with pytest.raises(SimcacheError, match="unknown moment 'explosion'"):  # one sentence (#43)
         m.jump("explosion")
 
 

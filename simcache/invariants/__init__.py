@@ -19,6 +19,7 @@ from .named import (
     attachment,
     backup_continuity,
     check_all,
+    check_invariants,
     kv_content,
     leaf_sets,
     lru_membership,
@@ -30,6 +31,7 @@ from .named import (
 from .one_pass import _H0, _M, _attached_nodes, _data_differs, failing
 from .tracked import _HOSTED, _MOVED, _POOL_NAMES, _REKIDS, _STRUCTURE, _TOUCHED, _UNTRACKED, _VALUED, TrackedNode
 
-__all__ = ["BOUNDARY_ONLY", "INVARIANTS", "BoundaryCheck", "TrackedNode", "check_all", "failing", "attachment",
+__all__ = ["BOUNDARY_ONLY", "INVARIANTS", "BoundaryCheck", "TrackedNode", "check_all", "check_invariants", "failing",
+           "attachment",
            "tier_monotonicity", "backup_continuity", "leaf_sets", "lru_membership", "size_counters", "no_double_free",
            "no_leak", "kv_content"]

@@ -168,3 +168,19 @@ BOUNDARY_ONLY = frozenset({"no_leak", "kv_content"})
 def check_all(cache, live=(), names=None) -> dict[str, str | None]:
     """Run the named invariants (default: all) -> name -> problem or None."""
     return {name: INVARIANTS[name](cache, live) for name in (names or INVARIANTS)}
+
+
+def check_invariants(cache, live=(), names=None) -> dict[str, str | None]:
+    """``check_all`` for the public API (``simcache.check_invariants``): its arguments checked first, so a wrong
+    one is one ``ArgumentError`` sentence."""
+    from .. import args
+    from ..requests import Request
+
+    args.cache(cache, "check_invariants")
+    if isinstance(live, (str, bytes, dict)) or not isinstance(live, (list, tuple)) or \
+            not all(isinstance(r, Request) for r in live):
+        raise args.fail("live", "a list of the live Requests (driver.live.values())", live,
+                        "check_invariants(cache, list(driver.live.values()))")
+    if names is not None:
+        args.names(names, "names", "names=['no_leak']", known=INVARIANTS)
+    return check_all(cache, live, names)

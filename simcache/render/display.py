@@ -22,6 +22,10 @@ class HTML:
     """Displayable HTML (Jupyter calls ``_repr_html_``); ``str()`` gives the HTML text."""
 
     def __init__(self, html: str) -> None:
+        if not isinstance(html, str):
+            from ..errors import ArgumentError
+
+            raise ArgumentError(f"HTML takes the page's text (a str), not {type(html).__name__}")
         self.html = html
 
     def _repr_html_(self) -> str:
@@ -42,6 +46,10 @@ class PNG:
     """PNG bytes Jupyter displays as an image."""
 
     def __init__(self, data: bytes) -> None:
+        if not isinstance(data, bytes):
+            from ..errors import ArgumentError
+
+            raise ArgumentError(f"PNG takes the image's bytes, not {type(data).__name__}")
         self.data = data
 
     def _repr_png_(self) -> bytes:

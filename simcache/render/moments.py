@@ -30,9 +30,18 @@ def assertion_step(trace) -> int | None:
     return next((s.index for s in reversed(trace.steps) if s.kind == "assertion"), None)
 
 
+def _trace(trace, fn: str):
+    """``trace`` when it reads as a run's trace (its steps and events; tests hand in light stand-ins)."""
+    if not all(hasattr(trace, a) for a in ("steps", "went_stale")):
+        from ..args import fail
+
+        raise fail("trace", "a run's trace (run.trace)", trace, f"{fn}(simulate('crash_pr').trace)")
+    return trace
+
+
 def moments(trace) -> dict[str, tuple[int, ...]]:
     """Moment kind -> sorted micro-step indices where it happens."""
-    crash = assertion_step(trace)
+    crash = assertion_step(_trace(trace, "moments"))
     return {
         "went-stale": tuple(sorted({e.step for e in trace.went_stale})),
         "readmitted": tuple(sorted({e.step for e in trace.readmitted})),
@@ -63,7 +72,12 @@ def op_index_of(trace, step: int) -> int:
 
 
 def op_end(trace, op_index: int) -> int:
-    op = trace.ops[op_index]
+    ops = _trace(trace, "op_end").ops
+    if type(op_index) is not int or not -len(ops) <= op_index < len(ops):
+        from ..args import fail
+
+        raise fail("op_index", f"an operation number from 0 to {len(ops) - 1}", op_index)
+    op = ops[op_index]
     return op.last_step if op.last_step >= 0 else len(trace.steps) - 1
 
 

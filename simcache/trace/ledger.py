@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..driver import InternalError
+from ..errors import ArgumentError, shown
 from ..invariants import BOUNDARY_ONLY, INVARIANTS, BoundaryCheck, check_all, failing
 from ..keys import format_key
 from ..node import TreeNode
@@ -33,10 +34,16 @@ class Ledger(StaleTracking, MemoryLimit):
     def __init__(self, snapshots: bool = True, invariants: bool = True, checkpoint_every: int = CHECKPOINT_EVERY,
                  memory_limit_mb: float | None = None, checkpoint_steps: int = CHECKPOINT_STEPS,
                  states: bool = False) -> None:
+        for name, v, kind in (("snapshots", snapshots, bool), ("invariants", invariants, bool),
+                              ("states", states, bool), ("checkpoint_every", checkpoint_every, int),
+                              ("checkpoint_steps", checkpoint_steps, int)):
+            if type(v) is not kind:
+                raise ArgumentError(f"Recorder's {name} must be {'True or False' if kind is bool else 'a whole number'}"
+                                    f", not {shown(v, 40)}")
         self.want_snapshots, self.want_invariants = snapshots, invariants
         self.want_states = states  # checkpoints to rebuild operation ends (``iter_op_ends``) without snapshots
-        self.checkpoint_every = max(1, int(checkpoint_every))
-        self.checkpoint_steps = max(1, int(checkpoint_steps))
+        self.checkpoint_every = max(1, checkpoint_every)
+        self.checkpoint_steps = max(1, checkpoint_steps)
         self.memory_limit_mb = memory_limit() if memory_limit_mb is None else check_memory_limit(memory_limit_mb)
         self._watch = MemoryWatch(self.memory_limit_mb)  # what the run adds over the memory held now
         self._mem_due = False  # inside an operation that moves many slots or tokens: checked at each call
