@@ -5,11 +5,15 @@ as another when its run raises the same exception with the same message, node id
 Runs go through ``run_ops`` (the public oracle-format entry point): the scenario's operations in schedule order.
 
 Two checks, each by enumeration:
-- ``smaller_cases``: no case with one operation fewer fails the same way, where the remaining operations may each
-  take any form the *original* scenario gave that actor's operations of that kind (its token lists, and every
-  ``n`` from 0 to the largest it used), in the same order, and the config may have one pool one slot larger or
-  back at its original size. This catches a shrinker that stops in a local minimum:
-  one that shortened tokens or lowered an ``n`` and so needed an operation that the original forms do without.
+- ``smaller_cases``: no case with one operation fewer fails the same way, where
+  - the remaining operations may each take any form the *original* scenario gave that actor's operations of that
+    kind (its token lists, and every ``n`` from 0 to the largest it used), in the same order, and the config may
+    have one pool one slot larger or back at its original size. This catches a shrinker that stops in a local
+    minimum: one that shortened tokens or lowered an ``n`` and so needed an operation that the original forms do
+    without;
+  - or the remaining operations, as they are, run in *any* interleaving (each actor's own order kept): at most
+    120 orders for five operations. This catches a shrinker that kept an operation only because it never
+    reordered the others.
 - ``fewer_preemption_orders``: no schedule of the case's own operations with fewer preemptions (a switch away
   from an actor that still has operations left) fails the same way: every interleaving is enumerated.
 """
@@ -112,6 +116,7 @@ def smaller_cases(case: dict, original: dict, preset: str, target: str, limit: i
             rest_turns = turns[:idx] + turns[idx + 1:]
             slots = [(a, j) for a in sorted(rest) for j in range(len(rest[a]))]
             choices = [_forms(rest[a][j], original["actors"].get(a, [])) for a, j in slots]
+            hit = None
             for config, combo in itertools.product(configs, itertools.product(*choices)):
                 tried += 1
                 assert tried <= limit, f"more than {limit} candidates: the check would not be brute force in CI"
@@ -119,8 +124,16 @@ def smaller_cases(case: dict, original: dict, preset: str, target: str, limit: i
                 for (a, j), op in zip(slots, combo, strict=True):
                     cand[a][j] = op
                 if run_case(config, case.get("initial"), cand, rest_turns, preset) == target:
-                    found.append((actor, k, cand, " ".join(rest_turns), config))
+                    hit = (actor, k, cand, " ".join(rest_turns), config)
                     break
+            for order in interleavings({a: len(ops) for a, ops in rest.items()}) if hit is None else ():
+                tried += 1
+                assert tried <= limit, f"more than {limit} candidates: the check would not be brute force in CI"
+                if run_case(case["config"], case.get("initial"), rest, order, preset) == target:
+                    hit = (actor, k, rest, " ".join(order), case["config"])
+                    break
+            if hit is not None:
+                found.append(hit)
     return found
 
 

@@ -7,8 +7,9 @@ For each gallery case that fails under pre_fix, ``simcache explore --shrink``'s 
 
 The checks have teeth: the 7-operation case the shrinker returned for scenario C before it compared two pass
 orders (``shrink.STRATEGIES``) fails the first check; a 6-operation case fails the same way.
-(``crash_pr`` is left out only for time: its shrink takes ~20 s here; it shrinks to 6 operations and passes both
-checks.)
+The first check also runs the smaller operation sets in every interleaving (at most 120 orders for five
+operations), so a shrinker that kept an operation only because it never reordered the others is caught too
+(``test_the_check_tries_every_order_of_the_smaller_sets``).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ SHRUNK = {
     "scenario_d": (2, "mem*2", f"{X} @ _delete_tombstone_leaf"),
     "nonleaf_prefetch": (4, "pf R6 pf mem", "AssertionError: non-leaf, node.id=# @ _evict_regular"),
     "hidden_needle": (7, "pf R2 pf R4 R6 ctl mem", f"{X} @ _delete_tombstone_leaf"),
+    "crash_pr": (6, "pf R2 pf R4 R6 mem", f"{X} @ _delete_tombstone_leaf"),
 }
 
 
@@ -71,3 +73,22 @@ def test_the_check_finds_the_smaller_case_the_old_shrinker_missed():
     _, _, actors, _, config = found[0]
     assert actors["R2"] == [dict(op="request", tokens=[1, 2, 3, 4])] and config["device_kv"] == 7
     assert fewer_preemption_orders(case, "pre_fix", target) == []  # its one preemption was already the fewest
+
+
+def test_the_check_tries_every_order_of_the_smaller_sets(monkeypatch):
+    """A case whose smaller set fails only in another order: R2 before A, not after. Kept in the schedule's own
+    order (what the check did before), no smaller case fails; in every order, one does."""
+    import minimality
+
+    case = dict(config={}, initial=[], actors={"A": [{"op": "events"}], "R2": [{"op": "events"}],
+                                               "Z": [{"op": "events"}]}, turns=["A", "R2", "Z"])
+    runs = []
+
+    def oracle(config, initial, actors, turns, preset):
+        runs.append(tuple(turns))
+        return "boom" if tuple(turns) == ("R2", "A") else None
+
+    monkeypatch.setattr(minimality, "run_case", oracle)
+    found = smaller_cases(case, dict(actors=case["actors"], config={}), "pre_fix", "boom")
+    assert [(actor, k, order) for actor, k, _, order, _ in found] == [("Z", 0, "R2 A")]
+    assert ("A", "R2") in runs and ("R2", "A") in runs  # the schedule's own order first, then the others
