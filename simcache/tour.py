@@ -34,13 +34,14 @@ from .render.moments import moments, op_end
 from .tour_file import CLAIMS, STEP_KINDS, TOURS_DIR, Choice, Stop, Tour, TourError, from_doc, gallery, load  # noqa: F401
 
 
-def _need(tour, run, fn: str) -> None:
-    """``tour`` a ``Tour`` and ``run`` a ``Run`` with its snapshots, or one sentence."""
+def _need(tour, run, fn: str, traced: bool = True) -> None:
+    """``tour`` a ``Tour`` and ``run`` a ``Run`` (with its snapshots when ``traced``), or one sentence."""
     from . import args
 
     if not isinstance(tour, Tour):
         raise args.fail("tour", "a Tour (simcache.tour.load('crash_pr'))", tour, f"{fn}(load('crash_pr'), run)")
-    args.traced_run(run, fn)
+    if run is not None or traced:
+        (args.traced_run if traced else args.run)(run, fn)
 
 
 # --- placing stops on a run, and checking claims against it ---
@@ -182,6 +183,7 @@ def tour_scenario(tour: Tour):
     from .scenario import gallery as scenarios
     from .scenario import load as load_scenario
 
+    _need(tour, None, "tour_scenario", traced=False)
     ref = tour.scenario
     if ref not in scenarios() and tour.source and not os.path.isabs(ref):
         beside = Path(tour.source).parent / ref
@@ -206,6 +208,7 @@ def changes(tour: Tour, run) -> list[str]:
     own schedule, every operation run): one phrase per difference, naming the option that makes it."""
     from .simulate import resolve_flags
 
+    _need(tour, run, "changes", traced=False)
     out = []
     _, base = resolve_flags(run.scenario, tour.preset, None)
     mine, theirs = run.flags.as_dict(), base.as_dict()
