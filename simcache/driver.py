@@ -62,7 +62,7 @@ class Driver:
     nreq: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.cache, HiMambaRadixCache):
+        if not callable(getattr(getattr(self.cache, "pools", None), "all", None)):  # a cache (simcache.unified's too)
             raise ArgumentError(f"Driver takes a HiMambaRadixCache, not {type(self.cache).__name__}; e.g. "
                                 f"Driver(HiMambaRadixCache(CacheConfig()))")
         if not isinstance(self.retry_mamba_alloc, bool) or not isinstance(self.live, OrderedDict) or \

@@ -32,7 +32,7 @@ def _hash_fn(index: int):
 
 
 class UnifiedDriver(Driver):
-    def start(self, tokens: list[int], rid: str | None = None) -> str:
+    def _start(self, tokens: list[int], rid: str | None = None) -> str:  # (Driver.start checks, then calls it)
         c = self.cache
         kv_pool, mamba_pool = c.pools.device_kv, c.pools.device_mamba
         if kv_pool.available_size() < len(tokens):
