@@ -71,9 +71,10 @@ class StorageOp:
 
 @dataclass
 class PrefetchOp:
-    """A prefetch from L3 storage into reserved host slots."""
+    """A prefetch from L3 storage into reserved host slots (``host_indices`` None until reserved: release 0.5.17
+    reserves them when the L3 hit count arrives)."""
     request_id: str
-    host_indices: Slots
+    host_indices: Slots | None
     token_ids: list[int]
     prefix_tokens: list[int]  # the anchor's path, so fetched KV can be fingerprinted by its whole prefix
     mamba: list[MambaTransfer] | None
@@ -81,6 +82,7 @@ class PrefetchOp:
     hash_value: list[str] = field(default_factory=list)
     mamba_hit: bool = False
     terminated: bool = False
+    storage_hit_count: int = 0  # tokens the storage hit query found (release 0.5.17 reserves this much host KV)
 
 
 class CacheController:
@@ -94,6 +96,7 @@ class CacheController:
         self.pending_backups: dict[int, StorageOp] = {}
         self.ack_backup_queue: deque[StorageOp] = deque()
         self.prefetch_revoke_queue: deque[str] = deque()
+        self.prefetch_hit_queue: deque[PrefetchOp] = deque()  # hit counts known, host KV not reserved yet (0.5.17)
         self.host_mem_release_queue: deque[Slots] = deque()
         self.prefetch_tokens_occupied = 0
         self.prefetch_capacity_limit = 1 << 30
@@ -225,12 +228,27 @@ class CacheController:
         SGLang: ``HiCacheController.prefetch_rate_limited``, cache_controller.py:968."""
         return self.prefetch_tokens_occupied >= self.prefetch_capacity_limit
 
-    def prefetch(self, request_id: str, host_indices: Slots, tokens: list[int], prefix_tokens: list[int],
+    def prefetch(self, request_id: str, host_indices: Slots | None, tokens: list[int], prefix_tokens: list[int],
                  extra=None) -> PrefetchOp:
-        """A prefetch operation for ``tokens`` into the reserved host slots.
+        """A prefetch operation for ``tokens`` into the reserved host slots (None: reserved when its hit count
+        arrives, release 0.5.17).
 
         SGLang: ``HiCacheController.prefetch``, cache_controller.py:854."""
         return PrefetchOp(request_id, host_indices, list(tokens), list(prefix_tokens), extra)
+
+    def storage_hit(self, op: PrefetchOp, hit_tokens: int, hashes: list[str], threshold: int) -> None:
+        """The storage hit query of a prefetch answered ``hit_tokens``: below ``threshold`` the prefetch is queued
+        for revoking, else its hit count and page hashes are recorded and it waits in ``prefetch_hit_queue`` for the
+        cache to reserve host KV (release 0.5.17).
+
+        Mutates: ``op``, ``prefetch_revoke_queue`` / ``prefetch_hit_queue``.
+        SGLang: the tail of ``HiCacheController.prefetch_thread_func`` (cache_controller.py:1073 in 0.5.17)."""
+        if hit_tokens < max(threshold, self.page_size):
+            self.prefetch_revoke_queue.append(op.request_id)
+            return
+        op.hash_value = list(hashes[: hit_tokens // self.page_size])
+        op.storage_hit_count = hit_tokens
+        self.prefetch_hit_queue.append(op)
 
     def finish_prefetch(self, op: PrefetchOp, completed_tokens: int, mamba_hit: bool, hashes: list[str]) -> None:
         """Storage delivered ``completed_tokens`` (and the Mamba state if ``mamba_hit``) into the reserved slots.

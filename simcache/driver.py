@@ -312,14 +312,37 @@ class Driver:
         if "pf" not in c.ongoing_prefetch:
             return PREFETCH_DECLINED
 
+    def _prefetch_hit(self, op: dict, index: int) -> str | None:
+        pf = self.cache.ongoing_prefetch.get("pf")
+        if pf is None or pf.operation.host_indices is not None:  # before 0.5.17 host KV is reserved at issue
+            return NOTHING_TO_DO
+        self._storage_hit(pf.operation, op["n"], index)
+
+    def _storage_hit(self, pop, n: int, index: int) -> None:
+        """The storage hit query of prefetch ``pop`` answers ``n`` tokens; then the cache drains its queues."""
+        c = self.cache
+        hit = min(n, len(pop.token_ids)) // c.page_size * c.page_size
+        hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(hit // c.page_size)]
+        c.controller.storage_hit(pop, hit, hashes, c.prefetch_threshold)
+        c.check_hicache_events()
+
     def _prefetch_done(self, op: dict, index: int) -> str | None:
         c, cc = self.cache, self.cache.controller
         if "pf" not in c.ongoing_prefetch:
             return NOTHING_TO_DO
         pop = c.ongoing_prefetch["pf"].operation
-        n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
-        hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
-        cc.finish_prefetch(pop, n, op["mamba_hit"], hashes)
+        if pop.host_indices is None:  # 0.5.17, hit count not in yet: it arrives now, with n
+            self._storage_hit(pop, op["n"], index)
+            if "pf" not in c.ongoing_prefetch:  # revoked
+                return None
+        if pop.storage_hit_count:  # reserved at the hit (0.5.17): the IO fills what was reserved, under its hashes
+            n = min(op["n"], len(pop.host_indices)) // c.page_size * c.page_size
+            cc.finish_prefetch(pop, n, op["mamba_hit"], pop.hash_value)
+            pop.terminated = n < len(pop.host_indices)  # a short transfer stops the operation (_page_transfer)
+        else:
+            n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
+            hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]
+            cc.finish_prefetch(pop, n, op["mamba_hit"], hashes)
         cc.append_host_mem_release(pop.host_indices[n:])
         c.check_prefetch_progress("pf")
 
@@ -333,7 +356,7 @@ class Driver:
         "request": _request, "start": _request, "finish": _finish, "finish_oldest": _finish_oldest,
         "evict": _evict, "evict_mamba": _evict_mamba, "evict_host": _evict_host, "events": _events,
         "l3_ack": _l3_ack, "write_ack": _write_ack, "load_ack": _load_ack, "prefetch": _prefetch,
-        "prefetch_done": _prefetch_done, "inject": _inject}
+        "prefetch_done": _prefetch_done, "prefetch_hit": _prefetch_hit, "inject": _inject}
 
 
 if list(Driver.RUN) != list(OPS):  # pragma: no cover - a new operation needs its method here

@@ -73,6 +73,7 @@ OPS: dict[str, OpKind] = {k.name: k for k in (
     _kind("load_ack", "", "n", short="[n]", oracle=False),
     _kind("prefetch", "tokens", short="tokens"),
     _kind("prefetch_done", "n mamba_hit", short="n hit"),
+    _kind("prefetch_hit", "n", short="n"),  # the storage hit query answers (release 0.5.17 reserves host KV then)
     _kind("inject", "nodes", short=None),  # a scenario's initial nodes
 )}
 _ORACLE = {k.name: k for k in OPS.values() if k.oracle}

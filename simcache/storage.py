@@ -10,6 +10,9 @@ Vocabulary
   Mamba slot, and protects ``last_host_node``'s host KV until it ends; ``ongoing_prefetch`` maps the request to a
   ``PrefetchInFlight``. ``check_prefetch_progress`` inserts what arrived (``_insert_helper_host``, which splits
   nodes like ``match_prefix``) and frees the rest; a revoked prefetch is undone in ``drain_storage_control_queues``.
+- From release 0.5.17 (``prefetch_reserves_host_at_hit``) the host KV is reserved later: when the storage hit query
+  answers, the drain's ``_drain_and_alloc_storage_hit`` reserves exactly the hit (``evict_host`` on shortage, then
+  the page-aligned free host KV, else the prefetch is revoked). Until then the prefetch holds no host KV.
 
 Each method names the SGLang function it mirrors, with its line in ``python/sglang/srt/mem_cache/`` at
 ``4a50cd78`` (#23696, the ``followup_fix`` preset). Nothing here needs a device lock: storage holds host slots,
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 from .controller import MambaTransfer, PrefetchOp
 from .keys import Key, match_len, page_floor
 from .node import TreeNode
-from .trace_hooks import simulated
+from .trace_hooks import register, simulated
 
 
 @dataclass(slots=True)
@@ -32,7 +35,7 @@ class PrefetchInFlight:
 
     last_host_node: TreeNode  # the node the prefetched tokens hang under; host-referenced until the prefetch ends
     token_ids: list[int]  # the tokens asked for, a whole number of pages
-    host_indices: list[int]  # the host KV slots reserved for them
+    host_indices: list[int]  # the host KV slots reserved for them (empty until reserved: release 0.5.17)
     operation: PrefetchOp  # the controller's operation: progress, hashes, the Mamba transfer
 
     def __iter__(self):
@@ -78,22 +81,26 @@ class L3Storage:
     # --- storage acks and revoked prefetches ---
     @simulated
     def drain_storage_control_queues(self) -> None:
-        """Process the storage queues as they stood on entry: revoked prefetches (undone), storage acks (backups done),
-        host pages to release.
+        """Process the storage queues as they stood on entry: revoked prefetches (undone), hit counts that arrived
+        (host KV reserved, release 0.5.17), storage acks (backups done), host pages to release.
 
-        Mutates: ``ongoing_prefetch``, ``ongoing_backup``, the host pools, the prefetch token count. Locks: releases
-        the host refs of revoked prefetches and finished backups.
+        Mutates: ``ongoing_prefetch``, ``ongoing_backup``, the host pools (a hit may ``evict_host``), the prefetch
+        token count. Locks: releases the host refs of revoked prefetches and finished backups.
         SGLang: ``HiMambaRadixCache.drain_storage_control_queues``, hi_mamba_radix_cache.py:1590
         (``_drain_storage_control_queues_impl`` :1447)."""
         cc = self.controller
-        n_revoke, n_backup, n_release = (len(cc.prefetch_revoke_queue), len(cc.ack_backup_queue),
-                                         len(cc.host_mem_release_queue))
+        self._drain_storage_control_queues_impl(len(cc.prefetch_revoke_queue), len(cc.prefetch_hit_queue),
+                                                len(cc.ack_backup_queue), len(cc.host_mem_release_queue))
+
+    def _drain_storage_control_queues_impl(self, n_revoke: int, n_hit: int, n_backup: int, n_release: int) -> None:
+        # a frame of its own, as in SGLang, so a crash under the hit step names the same chain (not traced: one
+        # call per drain, nothing to show)
+        cc = self.controller
         for _ in range(n_revoke):
-            info = self.ongoing_prefetch.pop(cc.prefetch_revoke_queue.popleft(), None)
-            if info is not None:
-                self.prefetch_abort(info.operation)
-                self._release_host_node(info.last_host_node)
-                cc.prefetch_tokens_occupied = max(0, cc.prefetch_tokens_occupied - len(info.token_ids))
+            self._revoke_pending_prefetch(cc.prefetch_revoke_queue.popleft())
+        if self.flags.prefetch_reserves_host_at_hit:
+            for _ in range(n_hit):
+                self._drain_and_alloc_storage_hit(cc.prefetch_hit_queue.popleft())
         for _ in range(n_backup):
             op = cc.ack_backup_queue.popleft()
             entry = self.ongoing_backup.pop(op.id, None)
@@ -104,6 +111,44 @@ class L3Storage:
         pages = [cc.host_mem_release_queue.popleft() for _ in range(n_release)]
         if pages:
             self.pools.host_kv.free([i for p in pages for i in p])
+
+    @simulated
+    def _revoke_pending_prefetch(self, req_id: str) -> None:
+        # 0.5.17 names the revoke (hi_mamba_radix_cache.py:1488 there); the older drain did the same inline
+        info = self.ongoing_prefetch.pop(req_id, None)
+        if info is None:
+            return
+        cc = self.controller
+        self.prefetch_abort(info.operation)
+        self._release_host_node(info.last_host_node)
+        cc.prefetch_tokens_occupied = max(0, cc.prefetch_tokens_occupied - len(info.token_ids))
+
+    @simulated
+    def _drain_and_alloc_storage_hit(self, op) -> None:
+        # release 0.5.17 (hi_mamba_radix_cache.py:1524 there): reserve exactly the hit, evicting host KV on
+        # shortage, then fall back to the page-aligned free host KV, else revoke
+        info = self.ongoing_prefetch.get(op.request_id)
+        if info is None:
+            return
+        if op.terminated:
+            self._revoke_pending_prefetch(op.request_id)
+            return
+        pool, n = self.pools.host_kv, op.storage_hit_count
+        host = pool.alloc(n)
+        if host is None:
+            self.evict_host(n)
+            host = pool.alloc(n)
+        if host is None and self.flags.prefetch_truncates_to_free_host:
+            n = min(op.storage_hit_count, page_floor(pool.available_size(), self.page_size))
+            if n >= self.prefetch_threshold:
+                host = pool.alloc(n)
+        if host is None:
+            self._revoke_pending_prefetch(op.request_id)
+            return
+        op.storage_hit_count = n
+        op.hash_value = op.hash_value[: n // self.page_size]
+        op.host_indices = host
+        info.host_indices = host
 
     @simulated
     def prefetch_abort(self, op) -> None:
@@ -139,6 +184,9 @@ class L3Storage:
         if not self.enable_storage or n < self.prefetch_threshold or cc.prefetch_rate_limited():
             return
         self._protect_host_node(last_host_node, protect_mamba=False)
+        if self.flags.prefetch_reserves_host_at_hit:  # reserved when the hit count arrives
+            self._issue_prefetch(req_id, last_host_node, tokens, None)
+            return
         host = self._alloc_with_evict(self.pools.host_kv, n, self.evict_host)
         if host is None and self.flags.prefetch_truncates_to_free_host:
             free = self.pools.host_kv.available_size()
@@ -151,17 +199,24 @@ class L3Storage:
         if host is None:
             self._release_host_node(last_host_node, release_mamba=False)
             return
+        self._issue_prefetch(req_id, last_host_node, tokens, host)
+
+    def _issue_prefetch(self, req_id: str, last_host_node: TreeNode, tokens: list[int], host) -> None:
+        """The rest of ``prefetch_from_storage`` once the host KV is reserved (``host``) or left for the hit count
+        (None): the host Mamba slot, the anchor's Mamba protection, the controller's operation."""
         extra = self.mamba_prefetch_alloc(tokens)
         if extra is None:
-            self.pools.host_kv.free(host)
+            if host is not None:
+                self.pools.host_kv.free(host)
             self._release_host_node(last_host_node, release_mamba=False)
             return
         last_host_node.protect_host_mamba()
         if self.mamba_host_lru_list.in_list(last_host_node):
             self.mamba_host_lru_list.remove_node(last_host_node)
         self._ref_event(last_host_node)
+        cc = self.controller
         op = cc.prefetch(req_id, host, tokens, self._node_prefix_tokens(last_host_node), extra)
-        self.ongoing_prefetch[req_id] = PrefetchInFlight(last_host_node, tokens, host, op)
+        self.ongoing_prefetch[req_id] = PrefetchInFlight(last_host_node, tokens, host or [], op)
         cc.prefetch_tokens_occupied += len(tokens)
 
     @simulated
@@ -175,10 +230,15 @@ class L3Storage:
         if req_id not in self.ongoing_prefetch:
             return True
         anchor, token_ids, host, op = self.ongoing_prefetch[req_id]  # SGLang unpacks the same four
-        if op.host_indices is None:
+        unreserved = op.host_indices is None  # only with prefetch_reserves_host_at_hit, before the hit count
+        if unreserved and not self.flags.prefetch_terminate_revokes_unreserved:
             return True
         if not self.can_terminate_prefetch(op):
             return False
+        if unreserved:  # release 0.5.17: stop it before host memory was committed, and release the request
+            self.controller.terminate_prefetch(op)
+            self._revoke_pending_prefetch(req_id)
+            return True
         completed, hashes = self.controller.terminate_prefetch(op)
         mamba_host, mamba_loaded = None, False
         for t in op.mamba or ():
@@ -245,3 +305,6 @@ class L3Storage:
             if not self.mamba_host_lru_list.in_list(leaf):
                 self.mamba_host_lru_list.insert_mru(leaf)
         return matched
+
+
+register(L3Storage._drain_storage_control_queues_impl)

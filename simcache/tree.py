@@ -219,7 +219,10 @@ class TreeOps:
         new.children = {self.child_key(key[split_len:]): child}
         child.last_access_time = self.tick()
         self.full_lru_list.remove_node(child)
-        if child.mamba_value is not None:
+        # before 0.5.17 the split also moved the child to the Mamba LRU's most recent end; since then the Mamba LRU
+        # is left alone (the set of live Mamba states did not change)
+        refresh_mamba = child.mamba_value is not None and not self.flags.split_keeps_child_mamba_lru
+        if refresh_mamba:
             self.mamba_lru_list.remove_node(child)
         child.parent = new
         child.key = child.key[split_len:]
@@ -227,7 +230,7 @@ class TreeOps:
         self._attach(new.parent, new, key)
         self.full_lru_list.insert_mru(new)
         self.full_lru_list.insert_mru(child)
-        if child.mamba_value is not None:
+        if refresh_mamba:
             self.mamba_lru_list.insert_mru(child)
         if child.host_value is not None:
             new.host_value, child.host_value = child.host_value[:split_len], child.host_value[split_len:]

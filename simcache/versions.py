@@ -10,6 +10,9 @@
 | ``merged_fix`` | what #22592 merged: the predicate change alone | SGLang 14e122cd |
 | ``followup_fix`` | ``merged_fix`` + #23696 (cascade stops at host refs; ``chunked`` forwarded) | SGLang 4a50cd78 |
 | ``main_2026_06`` | ``followup_fix`` + #26945 (truncated prefetch) + #27391 (KV-only host hit) | SGLang 7f67965b |
+| ``release_0_5_17`` | ``main_2026_06`` + the three changes of 0.5.17 listed below | release 0.5.17 |
+
+``REAL_VERSIONS`` says which real code each of these models, and where its files come from.
 
 Between 4a50cd78 and 7f67965b only #26945 and #27391 change what our operations can see; the rest of that range
 (load-back anchor, prefetch terminate policy, timeout defaults, TP all-reduces, KV events, allocator refactors) is
@@ -17,6 +20,17 @@ unreachable with one TP rank, no sidecar pools and events off, so it has no flag
 with the Mamba extra buffer (page size > 1), #24954 makes ``cache_unfinished_req`` hand the request's ping-pong slot
 to the tree and give the request a fresh one, instead of forking a copy (other slot ids, same states). No operation
 calls ``cache_unfinished_req``; simcache's keeps the fork under every preset.
+
+From 7f67965b to release 0.5.17 three changes reach our operations, one flag each (docs/releases.md has the
+evidence): a prefetch's host KV is reserved when its L3 hit count arrives, not when it is issued; a prefetch that
+ends before that is revoked; a device split leaves the Mamba LRU alone. The rest has no behaviour here:
+``cache_finished_req`` takes ``kv_len_to_handle=`` (the driver hands the request's whole length either way), the
+scheduler's ``flush_write_through_acks`` hook is gone (no operation called it), acks are read by attribute, frees go
+through ``free_segment``, hashing moved to a native extension, and ``prefetch_capacity_limit`` became half the host
+pool (never binding: one prefetch is in flight at a time). The stale-node code and both fixes are identical to
+7f67965b. By 7f67965b SGLang's default factory no longer built this class for hybrid Mamba with HiCache
+(``UnifiedRadixCache`` has been the default since 5e0271536, #27759, 2026-06-11); in 0.5.17 it is dead code that
+still ships.
 """
 from __future__ import annotations
 
@@ -51,6 +65,15 @@ class Flags:
     # match_prefix: host_hit_length counts only the KV host hit; a Mamba-only host hit goes to its own field,
     # mamba_host_hit_length, instead of counting as one token of host_hit_length (#27391).
     host_hit_counts_kv_only: bool = False
+    # prefetch_from_storage reserves no host KV; the drain's new step (_drain_and_alloc_storage_hit) reserves it when
+    # the L3 hit count arrives, calling evict_host on shortage, then truncating or revoking (release 0.5.17).
+    prefetch_reserves_host_at_hit: bool = False
+    # check_prefetch_progress: a prefetch that may end before its host KV was reserved is terminated and revoked
+    # (anchor released, Mamba slot freed) instead of being kept in flight (release 0.5.17).
+    prefetch_terminate_revokes_unreserved: bool = False
+    # MambaRadixCache._split_node leaves the child's place in the Mamba LRU alone instead of moving it to the
+    # most recently used end (release 0.5.17).
+    split_keeps_child_mamba_lru: bool = False
 
     def __post_init__(self) -> None:
         if self.host_leaf_predicate not in HOST_LEAF_PREDICATES:
@@ -87,7 +110,46 @@ PRESETS: dict[str, Flags] = {
     "followup_fix": _FOLLOWUP,
     "main_2026_06": replace(_FOLLOWUP, prefetch_truncates_to_free_host=True, host_hit_counts_kv_only=True),
 }
-REAL_PRESETS = ("pre_fix", "merged_fix", "followup_fix", "main_2026_06")
+PRESETS["release_0_5_17"] = replace(PRESETS["main_2026_06"], prefetch_reserves_host_at_hit=True,
+                                    prefetch_terminate_revokes_unreserved=True, split_keeps_child_mamba_lru=True)
+
+
+@dataclass(frozen=True)
+class RealVersion:
+    """The real code a preset models: a commit of the SGLang main mirror or a release on the package registry."""
+
+    preset: str
+    source: str  # "mirror": a commit of ziruiliu/sglang_exp (SGLang main's history); "wheel": pypi.org's sglang
+    ref: str  # the full commit id, or the release's version
+    files: str  # where the cache files are, inside that commit or that wheel
+
+
+_MIRROR_FILES = "python/sglang/srt/mem_cache/ (hi_mamba_radix_cache.py and its base classes)"
+# version or commit -> what models it. A release is named by its version; a commit by its full id.
+REAL_VERSIONS: dict[str, RealVersion] = {v.ref: v for v in (
+    RealVersion("pre_fix", "mirror", "e9d6b9eb2d676f245863609ea611bee78ab5ce70", _MIRROR_FILES),
+    RealVersion("merged_fix", "mirror", "14e122cdee7142ecd52e455d21be08403ed32c2a", _MIRROR_FILES),
+    RealVersion("followup_fix", "mirror", "4a50cd781e16c793c2377600aa1745f82fbed51c", _MIRROR_FILES),
+    RealVersion("main_2026_06", "mirror", "7f67965b4dbbbedbce470af5ead78ff0af0f00da", _MIRROR_FILES),
+    RealVersion("release_0_5_17", "wheel", "0.5.17",
+                "sglang/srt/mem_cache/ (hi_mamba_radix_cache.py and its base classes) in the wheel"),
+)}
+REAL_PRESETS = tuple(v.preset for v in REAL_VERSIONS.values())
+
+
+def preset_for_real(version: str) -> str:
+    """The preset that models a real version: ``"0.5.17"`` -> ``"release_0_5_17"``; a commit may be abbreviated to
+    7 or more hex digits (``"7f67965b"`` -> ``"main_2026_06"``)."""
+    if isinstance(version, str):
+        if version in REAL_VERSIONS:
+            return REAL_VERSIONS[version].preset
+        hits = {v.preset for k, v in REAL_VERSIONS.items()
+                if v.source == "mirror" and len(version) >= 7 and k.startswith(version.lower())}
+        if len(hits) == 1:
+            return hits.pop()
+    said = repr(version) if len(repr(version)) <= 60 else f"{repr(version)[:60]}... ({len(repr(version)):,} characters)"
+    raise ConfigError(f"no preset models SGLang {said}; known: "
+                      f"{', '.join(v.ref if v.source == 'wheel' else v.ref[:9] for v in REAL_VERSIONS.values())}")
 PRESET_DESCRIPTIONS = {
     "pre_fix": "the code before the fix (SGLang main e9d6b9eb)",
     "described_fix": "the fix as the PR text describes it: no-children predicate + stale guards + cleanup",
@@ -96,6 +158,8 @@ PRESET_DESCRIPTIONS = {
     "followup_fix": "merged_fix + #23696: cascade respects host refs, chunked forwarded (SGLang main 4a50cd78)",
     "main_2026_06": "followup_fix + #26945 prefetch truncated to free host KV + #27391 KV-only host_hit_length "
                     "(SGLang main 7f67965b, 2026-06-22)",
+    "release_0_5_17": "main_2026_06 + host KV reserved when the L3 hit count arrives + an unreserved prefetch revoked "
+                      "when it ends + a split leaving the Mamba LRU alone (release 0.5.17)",
 }
 
 

@@ -56,7 +56,7 @@ def test_the_first_value_past_each_bound_is_refused_with_its_sentence(op, messag
 # --- every sentence, whole --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("op, message", [
     ("evict 2", "op 5: unknown op None; known ops: request, start, finish_oldest, evict, evict_mamba, evict_host, "
-                "events, l3_ack, prefetch, prefetch_done, inject, finish, write_ack, load_ack"),
+                "events, l3_ack, prefetch, prefetch_done, prefetch_hit, inject, finish, write_ack, load_ack"),
     ({}, "op 5: an operation object needs an 'op' field, like {op: evict, n: 2} or the string 'evict 2'; it has "
          "no fields"),
     ({7: 1, "b": 2}, "op 5: an operation object needs an 'op' field, like {op: evict, n: 2} or the string "
@@ -121,7 +121,7 @@ def test_a_long_unknown_operation_name_is_cut_at_forty_characters():
         parse_op("z" * 50 + " 1", "op 0")
     assert str(e.value) == ("op 0: unknown operation 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz... (52 characters); "
                             "use one of request, start, finish, finish_oldest, evict, evict_mamba, evict_host, "
-                            "events, l3_ack, write_ack, load_ack, prefetch, prefetch_done")
+                            "events, l3_ack, write_ack, load_ack, prefetch, prefetch_done, prefetch_hit")
 
 
 @pytest.mark.parametrize("op", [

@@ -25,14 +25,14 @@ BUSY = (
     # L3 backups: (op rank, node, mamba pending)
     ((0, 1, True), (1, 2, True)),
     # the prefetch: request id as code points, anchor, tokens, host kv, then its storage operation
-    (((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), -1),), 0, 0, False, False)),),
+    (((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), -1),), 0, 0, False, False, 0)),),
     (),  # prefetch-loaded tokens by request
     # the live request: id, tokens, kv, mamba slot, track buffer, protected length, last node, track seqlen, prefix
     (((114, 51), (1, 2, 7), (0, 1, 6), 3, -1, 2, 1, -1, ()),),
     # write acks, load acks, pending backups, acked backups, revoked prefetches, host release pages, prefetch
-    # tokens occupied, prefetch capacity
+    # tokens occupied, prefetch capacity, hit counts waiting for host KV
     ((((3,), False),), (((1,), False),),
-     ((0, (0, 1), (1, 2), 2, (((0,), -1),)), (1, (2, 3), (3, 4), 2, (((1,), -1),))), (), (), (), 2, 1 << 30),
+     ((0, (0, 1), (1, 2), 2, (((0,), -1),)), (1, (2, 3), (3, 4), 2, (((1,), -1),))), (), (), (), 2, 1 << 30, 0),
     # each pool's free list and double frees: device kv, device mamba, host kv, host mamba
     ((tuple(range(7, 32)), ()), ((4, 5, 6, 7), ()), ((), ()), ((4, 5, 6, 7), ())),
     (2, 4, 1, 2),  # full evictable, full protected, mamba evictable, mamba protected
@@ -172,6 +172,7 @@ CHANGES = [
     ("the prefetch op's hash length", _set(_pf, "hash_value", lambda h: [*h, "x"])),
     ("the prefetch op's mamba hit", _set(_pf, "mamba_hit", True)),
     ("the prefetch op's termination", _set(_pf, "terminated", True)),
+    ("the prefetch op's storage hit count", _set(_pf, "storage_hit_count", 2)),
     ("the prefetch-loaded tokens", lambda c, d: c.prefetch_loaded_tokens_by_reqid.update(pf=2)),
     ("the request's id", lambda c, d: d.live.update(r9=d.live.pop(next(iter(d.live))))),
     ("the request's tokens", _set(_req, "tokens", lambda t: [*t, 8])),
@@ -193,6 +194,7 @@ CHANGES = [
     ("a pending backup's host slots", lambda c, d: setattr(
         next(iter(c.controller.pending_backups.values())), "host_indices", [])),
     ("a revoked prefetch", lambda c, d: c.controller.prefetch_revoke_queue.append("pf")),
+    ("a hit count waiting for host KV", lambda c, d: c.controller.prefetch_hit_queue.append(_pf(c, d))),
     ("a host release page", lambda c, d: c.controller.host_mem_release_queue.append([0])),
     ("the prefetch tokens occupied", lambda c, d: setattr(c.controller, "prefetch_tokens_occupied", 0)),
     ("the prefetch capacity", lambda c, d: setattr(c.controller, "prefetch_capacity_limit", 7)),
@@ -304,7 +306,7 @@ def test_a_track_buffer_is_named_as_a_device_mamba_slot():
 
 def test_a_mamba_transfer_s_device_slots_are_named_as_device_mamba_slots():
     s = _named(lambda c, d: setattr(_pf(c, d).mamba[0], "device_indices", [100]))
-    assert s[3] == (((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), (4,)),), 0, 0, False, False)),)
+    assert s[3] == (((112, 102), 2, (8, 9), (6, 7), ((6, 7), (8, 9), (3, 4), (((3,), (4,)),), 0, 0, False, False, 0)),)
 
 
 def test_a_pending_backup_s_and_a_release_page_s_slots_are_named_as_host_kv_slots():

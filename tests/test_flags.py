@@ -207,7 +207,8 @@ def test_presets_table():
     base = dict(host_leaf_predicate="loop_old", stale_guards=False, guard_before_asserts=False,
                 unconditional_lru_cleanup=False, cascade_respects_host_refs=False, forward_chunked=False,
                 write_backup_parent_check="write_through_only", prefetch_truncates_to_free_host=False,
-                host_hit_counts_kv_only=False)
+                host_hit_counts_kv_only=False, prefetch_reserves_host_at_hit=False,
+                prefetch_terminate_revokes_unreserved=False, split_keeps_child_mamba_lru=False)
     merged = {**base, "host_leaf_predicate": "no_children"}
     described = {**merged, "stale_guards": True}
     followup = {**merged, "cascade_respects_host_refs": True, "forward_chunked": True}
@@ -218,10 +219,15 @@ def test_presets_table():
         "merged_fix": merged,
         "followup_fix": followup,
         "main_2026_06": {**followup, "prefetch_truncates_to_free_host": True, "host_hit_counts_kv_only": True},
+        "release_0_5_17": {**followup, "prefetch_truncates_to_free_host": True, "host_hit_counts_kv_only": True,
+                           "prefetch_reserves_host_at_hit": True, "prefetch_terminate_revokes_unreserved": True,
+                           "split_keeps_child_mamba_lru": True},
     }
     assert FLAG_NAMES == ("host_leaf_predicate", "stale_guards", "guard_before_asserts",
                           "unconditional_lru_cleanup", "cascade_respects_host_refs", "forward_chunked",
-                          "write_backup_parent_check", "prefetch_truncates_to_free_host", "host_hit_counts_kv_only")
+                          "write_backup_parent_check", "prefetch_truncates_to_free_host", "host_hit_counts_kv_only",
+                          "prefetch_reserves_host_at_hit", "prefetch_terminate_revokes_unreserved",
+                          "split_keeps_child_mamba_lru")
     assert preset("pre_fix").with_(forward_chunked=True) == Flags(forward_chunked=True)
     assert preset("pre_fix") == Flags()  # with_ returned a new value; the preset itself is unchanged
 
@@ -230,13 +236,14 @@ def test_unknown_preset_and_flag_names_raise_config_errors_that_list_the_choices
     with pytest.raises(ConfigError) as e:
         preset("nope")
     assert str(e.value) == ("unknown preset 'nope'; choose one of pre_fix, described_fix, reviewed_fix, "
-                            "merged_fix, followup_fix, main_2026_06")
+                            "merged_fix, followup_fix, main_2026_06, release_0_5_17")
     with pytest.raises(ConfigError) as e:
         preset("pre_fix").with_(bogus=1, zzz=2)
     assert str(e.value) == ("unknown flag(s) bogus, zzz; known flags: host_leaf_predicate, stale_guards, "
                             "guard_before_asserts, unconditional_lru_cleanup, cascade_respects_host_refs, "
                             "forward_chunked, write_backup_parent_check, prefetch_truncates_to_free_host, "
-                            "host_hit_counts_kv_only")
+                            "host_hit_counts_kv_only, prefetch_reserves_host_at_hit, "
+                            "prefetch_terminate_revokes_unreserved, split_keeps_child_mamba_lru")
     with pytest.raises(ConfigError) as e:
         run_ops({"ops": []}, "nope")
     assert "choose one of pre_fix" in str(e.value)

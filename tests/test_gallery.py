@@ -4,8 +4,9 @@ Each gallery file (``simcache/scenarios/*.yaml``) records, per preset, what a ru
 SGLang's code raised and at which operation, the message, the double frees, the leaked slots, and how many
 went-stale and cleaned-up events the trace holds. ``fixtures/oracle_{A,B,C,D}.json`` are verbatim copies of the
 oracle's example files (copied into tests/fixtures): their ``expect`` blocks are what SGLang's real code did
-at the three older real commits (``main_2026_06_on_the_examples.json`` records the fourth, main of 2026-06),
-and ``simcache run FILE --json`` must agree on ``outcome``, ``raised_in``, ``step`` and ``tree``.
+at the three older real commits (``main_2026_06_on_the_examples.json`` records the fourth, main of 2026-06, and
+``release_0_5_17_on_the_examples.json`` the release 0.5.17), and ``simcache run FILE --json`` must agree on
+``outcome``, ``raised_in``, ``step`` and ``tree``.
 """
 from __future__ import annotations
 
@@ -95,10 +96,10 @@ def test_a_crash_of_the_simulated_cache_is_a_result_and_the_cli_reports_it(capsy
 
 # --- the oracle's examples, through the CLI ----------------------------------------------------------------------
 
-def main_2026_06_expect(scenario: str) -> dict:
-    """The examples pin no main_2026_06 result; fixtures/main_2026_06_on_the_examples.json holds what the oracle
-    reported for them at that commit."""
-    return json.loads((FIXTURES / "main_2026_06_on_the_examples.json").read_text())["expect"][scenario]
+def main_2026_06_expect(scenario: str, preset: str = "main_2026_06") -> dict:
+    """The examples pin no main_2026_06 or release_0_5_17 result; fixtures/<preset>_on_the_examples.json holds what
+    the real code did on them there."""
+    return json.loads((FIXTURES / f"{preset}_on_the_examples.json").read_text())["expect"][scenario]
 
 
 def test_main_2026_06_on_the_oracle_examples_is_followup_fix_again():
@@ -112,7 +113,7 @@ def test_main_2026_06_on_the_oracle_examples_is_followup_fix_again():
 @pytest.mark.parametrize("scenario", "ABCD")
 def test_run_json_on_an_oracle_example_equals_the_real_code(scenario, preset, capsys):
     path = FIXTURES / f"oracle_{scenario}.json"
-    expect = json.loads(path.read_text())["expect"].get(preset) or main_2026_06_expect(scenario)
+    expect = json.loads(path.read_text())["expect"].get(preset) or main_2026_06_expect(scenario, preset)
     assert main(["run", str(path), "--preset", preset, "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
     a = j["assertion"]
@@ -122,6 +123,18 @@ def test_run_json_on_an_oracle_example_equals_the_real_code(scenario, preset, ca
            (expect["outcome"], expect["raised_in"], expect["step"], expect["tree"])
     assert [[d["pool"], d["slots"]] for d in j["double_frees"]] == expect["double_frees"]
     assert {p: acc["leaked"] for p, acc in j["accounting"].items() if acc["leaked"]} == expect["leaked"]
+
+
+def test_release_0_5_17_on_the_oracle_examples_is_main_2026_06_but_for_c():
+    """C needs its prefetch to hold host KV before R2 finishes; from 0.5.17 the host KV waits for the L3 hit count,
+    which C's operations deliver only with the completion. R2 is written through and its L3 backup pins the whole
+    host; the hit finds nothing to evict and is revoked, so nothing hangs under an un-backed-up node."""
+    for x in "ABD":
+        assert main_2026_06_expect(x, "release_0_5_17") == main_2026_06_expect(x), x
+    assert main_2026_06_expect("C", "release_0_5_17") == {
+        "outcome": "clean", "raised_in": None, "step": None, "double_frees": [], "leaked": {},
+        # R6's insert split R2's [1,2,3,4]; the last eviction took [7] and [5,6]
+        "tree": ["1 1,2 v=1 h=1 m=0 mh=0 fl=0 ml=0 hr=0 hmr=0", "2 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hr=0 hmr=0"]}
 
 
 def test_the_oracle_fixtures_are_the_examples_verbatim():

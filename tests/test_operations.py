@@ -50,13 +50,15 @@ EVERY_KIND = [
     ({"op": "prefetch_done", "n": 4, "mamba_hit": True}, "prefetch_done 4 hit", "prefetch_done n=4 mamba_hit=True"),
     ({"op": "prefetch_done", "n": 0, "mamba_hit": False}, "prefetch_done 0 miss",
      "prefetch_done n=0 mamba_hit=False"),
+    ({"op": "prefetch_hit", "n": 4}, "prefetch_hit 4", "prefetch_hit n=4"),
     ({"op": "inject", "nodes": [{"key": [1, 2], "host": True}]}, None, "inject 1 node(s)"),
 ]
 
 
 def test_the_table_lists_every_operation_once_oracle_first_and_the_driver_runs_each():
     assert list(OPS) == ["request", "start", "finish", "finish_oldest", "evict", "evict_mamba", "evict_host",
-                         "events", "l3_ack", "write_ack", "load_ack", "prefetch", "prefetch_done", "inject"]
+                         "events", "l3_ack", "write_ack", "load_ack", "prefetch", "prefetch_done", "prefetch_hit",
+                         "inject"]
     assert [k for k, v in OPS.items() if not v.oracle] == ["finish", "write_ack", "load_ack"]
     assert list(Driver.RUN) == list(OPS)
     assert {k.name for op, _, _ in EVERY_KIND for k in [OPS[op["op"]]]} == set(OPS)
@@ -100,7 +102,7 @@ def test_every_gallery_operation_formats_back_to_its_file_spelling():
     ({"op": "start", "tokens": [1], "rid": "a b"}, True, "op 3 (start): rid 'a b' must be 1 to 64 ASCII letters, "
                                                          "digits, '_', '.', '-', like 'chat'"),
     ({"op": "finish"}, False, "op 3: unknown op 'finish'; known ops: request, start, finish_oldest, evict, "
-                              "evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, inject"),
+                              "evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, prefetch_hit, inject"),
     ({"evict": 2}, True, "op 3: an operation object needs an 'op' field, like {op: evict, n: 2} or the string "
                          "'evict 2'; it has evict"),
     ({"op": "inject", "nodes": [{"key": [1, 2, 3]}]}, True,
@@ -120,7 +122,7 @@ def test_check_op_says_exactly_what_is_wrong(op, allow_extra, message):
     ("prefetch_done 4 maybe", "here: cannot read operation 'prefetch_done 4 maybe'; write e.g. 'request 1 2 3', "
                               "'evict 2', 'prefetch_done 4 hit', 'events'"),
     ("inject 1", "here: unknown operation 'inject'; use one of request, start, finish, finish_oldest, evict, "
-                 "evict_mamba, evict_host, events, l3_ack, write_ack, load_ack, prefetch, prefetch_done"),
+                 "evict_mamba, evict_host, events, l3_ack, write_ack, load_ack, prefetch, prefetch_done, prefetch_hit"),
 ])
 def test_parse_op_refuses_with_one_sentence(text, message):
     with pytest.raises(ScenarioError) as e:
@@ -275,7 +277,7 @@ def test_an_operation_turned_away_returns_its_letter_and_apply_raises_it_as_a_sk
 
     d = Driver(HiMambaRadixCache(CacheConfig(storage=True)))
     for op in ({"op": "l3_ack"}, {"op": "finish_oldest"}, {"op": "prefetch_done", "n": 1, "mamba_hit": False},
-               {"op": "write_ack"}, {"op": "load_ack"}):
+               {"op": "prefetch_hit", "n": 1}, {"op": "write_ack"}, {"op": "load_ack"}):
         assert Driver.RUN[op["op"]](d, op, 0) == NOTHING_TO_DO
         with pytest.raises(Skip) as got:
             d.apply(op, 0)

@@ -26,7 +26,11 @@ from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from simcache.versions import REAL_PRESETS  # noqa: E402
+from simcache.versions import REAL_VERSIONS  # noqa: E402
+
+# the presets the oracle runs: those modelling a commit of the mirror (release_0_5_17's real code is a wheel's,
+# which ``simcache real`` runs)
+REAL_PRESETS = tuple(v.preset for v in REAL_VERSIONS.values() if v.source == "mirror")
 
 FIELDS = ("outcome", "raised_in", "step", "status", "tree", "tree_slots", "counters", "inflight", "accounting",
           "free", "first_stale", "stale_final", "double_frees_slots", "chain_names")

@@ -8,7 +8,8 @@ Vocabulary
   need not run because an equivalent order was (or will be) searched from an earlier sibling.
 - *Footprints.* An operation that ``Driver.apply`` turns away before it touches anything (status ``-``: ``l3_ack``
   with no backup pending, ``finish`` / ``finish_oldest`` with no such live request, ``prefetch`` while storage is
-  off or a prefetch is in flight, ``prefetch_done`` with none in flight, ``write_ack`` / ``load_ack`` with no
+  off or a prefetch is in flight, ``prefetch_done`` with none in flight, ``prefetch_hit`` with none in flight or
+  its host KV already reserved, ``write_ack`` / ``load_ack`` with no
   incomplete copy) reads only what its guard reads and writes nothing: it is *inert* there (``inert``). Every
   other operation is taken to read and write the whole state (conservative, hence sound; finer footprints would
   find more independence). So a and b are independent at s when a is inert at s and still inert at s·b (b wrote
@@ -48,6 +49,9 @@ def inert(op: dict, m: Machine) -> bool:
         return not m.cache.enable_storage or bool(m.cache.ongoing_prefetch)
     if kind == "prefetch_done":
         return "pf" not in m.cache.ongoing_prefetch
+    if kind == "prefetch_hit":
+        pf = m.cache.ongoing_prefetch.get("pf")
+        return pf is None or pf.operation.host_indices is not None
     if kind in ("write_ack", "load_ack"):
         cc = m.cache.controller
         queue = cc.ack_write_queue if kind == "write_ack" else cc.ack_load_queue

@@ -33,7 +33,7 @@ CACHE_ATTRS = frozenset({
 CONTROLLER_ATTRS = frozenset({
     "pools", "write_policy", "page_size", "auto_complete", "ack_write_queue", "ack_load_queue", "pending_backups",
     "ack_backup_queue", "prefetch_revoke_queue", "host_mem_release_queue", "prefetch_tokens_occupied",
-    "prefetch_capacity_limit", "_op_ids", "evict_mamba_host", "evict_mamba", "stream"})
+    "prefetch_capacity_limit", "_op_ids", "evict_mamba_host", "evict_mamba", "stream", "prefetch_hit_queue"})
 DRIVER_ATTRS = frozenset({"cache", "retry_mamba_alloc", "live", "nreq"})
 
 
@@ -135,7 +135,7 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
     describe_pending()
     prefetch = tuple((_s(rid), ref(anchor), tuple(tokens), sl(2, host),
                       (sl(2, op.host_indices), tuple(op.token_ids), tuple(op.prefix_tokens), transfers(op.mamba),
-                       op.completed_tokens, len(op.hash_value), op.mamba_hit, op.terminated))
+                       op.completed_tokens, len(op.hash_value), op.mamba_hit, op.terminated, op.storage_hit_count))
                      for rid, (anchor, tokens, host, op) in cache.ongoing_prefetch.items())
     describe_pending()
 
@@ -158,7 +158,7 @@ def canonical_state(cache: HiMambaRadixCache, driver: Driver) -> tuple:
                   tuple([storage(op) for op in cc.ack_backup_queue]),
                   tuple([_s(r) for r in cc.prefetch_revoke_queue]),
                   tuple([sl(2, p) for p in cc.host_mem_release_queue]), cc.prefetch_tokens_occupied,
-                  cc.prefetch_capacity_limit)
+                  cc.prefetch_capacity_limit, len(cc.prefetch_hit_queue))
     # a slot's free count equals its occurrences in the free list, so the list (in order) says it all
     p = cache.pools
     pools = tuple((sl(i, q.free_slots), tuple([sl(i, d.slots) for d in q.double_frees]) if q.double_frees else ())
