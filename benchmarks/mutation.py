@@ -86,14 +86,17 @@ TRACE_TESTS = ["tests/test_trace.py", "tests/test_render.py", "tests/test_trace_
         "run_ops_trace_with_a_recorder_that_keeps_no_checkpoints_says_so",
         "the_hash_writer_spells_odd_entries_as_json_dumps_does"))]
 MODULES = {
-    "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py"],
+    "simcache/versions.py": ["tests/test_flags.py", "tests/test_parse_flag_table.py", "tests/test_race_property.py",
+                             "tests/test_release_0_5_17.py"],
     "simcache/evict_host.py": CORE,
     "simcache/evict_device.py": CORE,
     "simcache/cache.py": [*CORE, "tests/test_core_exact_cache.py"],
-    "simcache/tree.py": [*CORE, "tests/test_core_exact_tree.py"],
+    "simcache/tree.py": [*CORE, "tests/test_core_exact_tree.py", "tests/test_release_0_5_17.py"],
     "simcache/hicache.py": [*CORE, "tests/test_core_exact_hicache.py"],
     "simcache/requests.py": [*CORE, "tests/test_core_exact_requests.py"],
     "simcache/storage.py": [*CORE, "tests/test_main_2026_06.py", "tests/test_core_exact_storage.py"],
+    "simcache/prefetch.py": [*CORE, "tests/test_main_2026_06.py", "tests/test_core_exact_storage.py",
+                             "tests/test_release_0_5_17.py"],
     "simcache/lru.py": ["tests/test_lru.py", *CORE, "tests/test_core_exact_lru.py"],
     # pools.py: its own tests, the copies through the controller and the cache, and the stream emulation's tests
     "simcache/pools.py": ["tests/test_pools.py", "tests/test_core_exact_pools.py", "tests/test_data_integrity.py",

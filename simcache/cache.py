@@ -10,7 +10,9 @@ The class is split by concern, one mixin a module, each mirroring the SGLang fun
 - ``evict_host.py``: evict_host, _evict_host_leaf, the tombstone cascade, _delete_tombstone_leaf,
   evict_mamba_host, and the stale-node guards of the described fix.
 - ``hicache.py``: write_backup, _inc_hit_count, acks, host refs, load_back.
-- ``storage.py``: L3 storage: write_backup_storage, prefetch_from_storage, check_prefetch_progress, storage acks.
+- ``storage.py``: L3 storage: write_backup_storage, the drain of the storage queues (storage acks).
+- ``prefetch.py``: L3 prefetches: prefetch_from_storage, the host KV reserved at the hit count (0.5.17),
+  check_prefetch_progress, _insert_helper_host.
 - ``requests.py``: cache_finished_req / cache_unfinished_req.
 This module holds the state, the leaf sets, the size counters and the locks.
 
@@ -43,13 +45,14 @@ from .keys import Key
 from .lru import LRUList, OrderedLeafSet
 from .node import TreeNode
 from .pools import Pools
+from .prefetch import Prefetch, PrefetchInFlight
 from .requests import RequestCaching
-from .storage import L3Storage, PrefetchInFlight
+from .storage import L3Storage
 from .trace_hooks import SIMULATED_CODE, register, simulated
 from .tree import TreeOps
 
 
-class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storage, RequestCaching):
+class HiMambaRadixCache(TreeOps, DeviceEviction, HostEviction, HiCache, L3Storage, Prefetch, RequestCaching):
     def __init__(self, config: CacheConfig | None = None, recorder=None) -> None:
         self.config = config = _checked(config, recorder) or CacheConfig()
         self.flags = config.flags

@@ -33,10 +33,12 @@ from .trace_hooks import SIMULATED_CODE
 from .versions import FLAG_NAMES, Flags
 
 # the real commit each preset's line numbers come from; the two fixes that were never merged patch pre_fix's code
+# (a release is named by its version: its lines are those of the wheel's files)
 COMMITS = {"pre_fix": "e9d6b9eb2d676f245863609ea611bee78ab5ce70",
            "merged_fix": "14e122cdee7142ecd52e455d21be08403ed32c2a",
            "followup_fix": "4a50cd781e16c793c2377600aa1745f82fbed51c",
-           "main_2026_06": "7f67965b4dbbbedbce470af5ead78ff0af0f00da"}
+           "main_2026_06": "7f67965b4dbbbedbce470af5ead78ff0af0f00da",
+           "release_0_5_17": "0.5.17"}
 NEAREST = {"described_fix": "pre_fix", "reviewed_fix": "pre_fix"}
 # helpers that read a flag for their caller: a call to one is a line of that fix
 FLAG_CALLS = {"_stale_guard": "stale_guards"}

@@ -337,8 +337,11 @@ class Driver:
                 return None
         if pop.storage_hit_count:  # reserved at the hit (0.5.17): the IO fills what was reserved, under its hashes
             n = min(op["n"], len(pop.host_indices)) // c.page_size * c.page_size
-            cc.finish_prefetch(pop, n, op["mamba_hit"], pop.hash_value)
-            pop.terminated = n < len(pop.host_indices)  # a short transfer stops the operation (_page_transfer)
+            short = n < len(pop.host_indices)
+            # a short KV transfer stops the operation, and the Mamba state is then never read (the hybrid
+            # controller's _page_transfer reads it only after every reserved page arrived)
+            cc.finish_prefetch(pop, n, op["mamba_hit"] and not short, pop.hash_value)
+            pop.terminated = short
         else:
             n = min(op["n"], len(pop.token_ids)) // c.page_size * c.page_size
             hashes = [hashlib.sha256(f"pf{index}_{i}".encode()).hexdigest() for i in range(n // c.page_size)]

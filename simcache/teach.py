@@ -266,7 +266,8 @@ class OutcomeTable:
     """``outcome_table(scenarios, presets)``: ``table[scenario, preset]`` is the ``Run``; ``table.cell(s, p)`` its
     text (X = ``AssertionError: parent does not have child key``); ``table.unexpected()`` lists the pairs whose
     outcome or raising function differs from the scenario file's ``expect`` (the gallery's recorded outcomes; for
-    ``pre_fix``, ``merged_fix``, ``followup_fix`` and ``main_2026_06`` those of SGLang's real code)."""
+    ``pre_fix``, ``merged_fix``, ``followup_fix``, ``main_2026_06`` and ``release_0_5_17`` those of SGLang's real
+    code)."""
 
     def __init__(self, scenarios, presets, schedule: str | None = None) -> None:
         from .versions import PRESETS

@@ -50,7 +50,7 @@ FILES = {
     "expect_not_mapping.yaml": "expect_not_mapping: 'expect' must map preset names to expected results, like "
         "{pre_fix: {outcome: assertion}}",
     "expect_unknown_preset.yaml": "expect_unknown_preset: 'expect' names unknown preset(s) newest_fix; choose from "
-        "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06",
+        "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17",
     "extra_buffer_mismatch.yaml": "extra_buffer_mismatch: config.mamba_extra_buffer must be true exactly when "
         "page_size > 1",
     "flag_bad_value.yaml": "flag_bad_value: flag host_leaf_predicate must be one of loop_old, no_children, not "
@@ -115,17 +115,19 @@ FILES = {
         "write_through_threshold",
     "unknown_flag.yaml": "unknown_flag: unknown flag(s) stale_guard; known flags: host_leaf_predicate, stale_guards, "
         "guard_before_asserts, unconditional_lru_cleanup, cascade_respects_host_refs, forward_chunked, "
-        "write_backup_parent_check, prefetch_truncates_to_free_host, host_hit_counts_kv_only",
+        "write_backup_parent_check, prefetch_truncates_to_free_host, host_hit_counts_kv_only, "
+        "prefetch_reserves_host_at_hit, prefetch_terminate_revokes_unreserved, split_keeps_child_mamba_lru",
     "unknown_op_object.json": "unknown_op_object: actor main: op 0: unknown op 'frobnicate'; known ops: request, "
-        "start, finish_oldest, evict, evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, inject, "
+        "start, finish_oldest, evict, evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, prefetch_hit, "
+        "inject, "
         "finish, write_ack, load_ack",
     "unknown_op_string.yaml": "unknown_op_string: actor R1 op 0: unknown operation 'frobnicate'; use one of request, "
         "start, finish, finish_oldest, evict, evict_mamba, evict_host, events, l3_ack, write_ack, load_ack, prefetch, "
-        "prefetch_done",
+        "prefetch_done, prefetch_hit",
     "unknown_policy.yaml": "unknown_policy: config.policy must be one of write_through, write_through_selective, "
         "write_back, not 'lru'",
     "unknown_preset.yaml": "unknown_preset: unknown preset 'newest_fix'; choose one of pre_fix, described_fix, "
-        "reviewed_fix, merged_fix, followup_fix, main_2026_06",
+        "reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17",
     "unknown_top_key.yaml": "unknown_top_key: unknown top-level key(s) actor; known keys: about, actors, config, "
         "description, expect, flags, initial, minimal_schedule, name, notes, ops, preset, reference, schedule, title",
     "yaml_named_json.json": "yaml_named_json.json is not valid JSON (Expecting value: line 1 column 1 (char 0)); fix "
@@ -150,7 +152,7 @@ FILES = {
     "huge_integer.yaml": "huge_integer.yaml holds a number over 4300 digits long; keep numbers short",
     "huge_unknown_preset.yaml": "huge_unknown_preset: unknown preset 'pppppppppppppppppppppppppppppppppppppp"
         "p... (100,002 characters); choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, "
-        "main_2026_06",
+        "main_2026_06, release_0_5_17",
     "inject_key_out_of_range.yaml": "inject_key_out_of_range: initial node 0: key must be a non-empty list of whole "
         "numbers from 0 to 2**62 - 1, like [1, 2]",
     "long_actor_name.yaml": "long_actor_name: actor name 'RRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRR... (102 "
@@ -256,8 +258,9 @@ def test_absurd_nesting_is_refused(name, text, message, capsys, tmp_path):
 
 FLAG_NAMES = ("host_leaf_predicate, stale_guards, guard_before_asserts, unconditional_lru_cleanup, "
               "cascade_respects_host_refs, forward_chunked, write_backup_parent_check, "
-              "prefetch_truncates_to_free_host, host_hit_counts_kv_only")
-PRESET_NAMES = "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06"
+              "prefetch_truncates_to_free_host, host_hit_counts_kv_only, prefetch_reserves_host_at_hit, "
+              "prefetch_terminate_revokes_unreserved, split_keeps_child_mamba_lru")
+PRESET_NAMES = "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17"
 GALLERY = ", ".join(gallery())
 
 CALLS = [
@@ -266,7 +269,7 @@ CALLS = [
                      "'explore', 'workload', 'real'); see `python -m simcache --help`"),
     (["run"], "the following arguments are required: scenario; see `python -m simcache run --help`"),
     (["workload", "--presets", "nope"], "unknown preset(s) 'nope'; choose from pre_fix, described_fix, reviewed_fix, "
-                                        "merged_fix, followup_fix, main_2026_06"),
+                                        "merged_fix, followup_fix, main_2026_06, release_0_5_17"),
     (["workload", "--streams", "0"], "--streams must be a whole number >= 1, not 0; write plain digits like "
                                    "--streams 1"),
     (["workload", "--pressures", "nan"], "pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 "

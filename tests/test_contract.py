@@ -32,7 +32,7 @@ OTHER_OPS = dict(_public(OTHER_CLASSES))
 
 
 def test_the_contract_covers_the_cache_its_mixins_the_lru_lists_and_the_controller():
-    assert {"TreeOps.match_prefix", "TreeOps.insert", "HiCache.write_backup", "L3Storage.prefetch_from_storage",
+    assert {"TreeOps.match_prefix", "TreeOps.insert", "HiCache.write_backup", "Prefetch.prefetch_from_storage",
             "HostEviction.evict_host", "DeviceEviction.evict", "RequestCaching.cache_finished_req",
             "HiMambaRadixCache.inc_lock_ref"} <= set(CACHE_OPS)
     assert {"LRUList.insert_mru", "CacheController.write", "EvictionRound.next"} <= set(OTHER_OPS)
@@ -56,4 +56,4 @@ def test_every_cache_operation_says_what_it_mutates_and_what_must_be_locked(name
 
 def test_match_prefix_says_it_splits_nodes():
     assert "splits" in CACHE_OPS["TreeOps.match_prefix"]
-    assert "split" in CACHE_OPS["L3Storage.check_prefetch_progress"]
+    assert "split" in CACHE_OPS["Prefetch.check_prefetch_progress"]

@@ -219,10 +219,11 @@ def test_scenarios_as_json_and_as_text(capsys):
         assert set(item) == {"name", "title", "reference", "schedule", "expect", "damage"}
     a = next(i for i in items if i["name"] == "scenario_a")  # the recorded outcomes and damage, one preset each
     assert a["expect"] == {"pre_fix": "assertion", "described_fix": "clean", "reviewed_fix": "clean",
-                           "merged_fix": "assertion", "followup_fix": "clean", "main_2026_06": "clean"}
+                           "merged_fix": "assertion", "followup_fix": "clean", "main_2026_06": "clean",
+                           "release_0_5_17": "clean"}
     assert a["damage"] == {"pre_fix": [], "described_fix": ["leaked host_kv[0, 1]"],
                            "reviewed_fix": ["leaked host_kv[0, 1]"], "merged_fix": [], "followup_fix": [],
-                           "main_2026_06": []}
+                           "main_2026_06": [], "release_0_5_17": []}
     b = next(i for i in items if i["name"] == "scenario_b")
     assert b["damage"]["described_fix"] == ["double free device_kv[0, 1]", "leaked host_kv[0, 1]"]
     expected = items

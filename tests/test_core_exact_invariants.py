@@ -1021,7 +1021,7 @@ def test_a_detached_node_held_only_by_one_in_flight_map_fails_attachment():
     storage backup, a prefetch's anchor): attachment fails through that map alone; let go, only its slots leak."""
     from types import SimpleNamespace
 
-    from simcache.storage import PrefetchInFlight
+    from simcache.prefetch import PrefetchInFlight
     no_mamba = SimpleNamespace(mamba=None)  # a prefetch operation that reserved no host Mamba slot
     holders = [lambda c, a: c.ongoing_write_through.__setitem__(a.id, a),
                lambda c, a: c.ongoing_load_back.__setitem__(a.id, a),

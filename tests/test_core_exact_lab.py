@@ -57,7 +57,7 @@ def test_operations_their_statuses_and_their_calls():
         lab.do("fly 1")
     assert str(e.value) == ("Lab.do: unknown operation 'fly'; use one of request, start, finish, finish_oldest, "
                             "evict, evict_mamba, evict_host, events, l3_ack, write_ack, load_ack, prefetch, "
-                            "prefetch_done")
+                            "prefetch_done, prefetch_hit")
     assert lab.statuses == [".", ".", ".", "-"]  # a refused operation changes nothing
 
 

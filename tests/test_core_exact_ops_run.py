@@ -77,7 +77,7 @@ def test_check_doc_passes_on_the_configs_sentence():
 def test_check_doc_numbers_each_operation_and_checks_it_against_the_page_size():
     bad = {"ops": [{"op": "evict", "n": 1}, {"op": "nope"}]}
     assert said(check_doc, bad) == ("op 1: unknown op 'nope'; known ops: request, start, finish_oldest, evict, "
-                                    "evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, inject, "
+                                    "evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, prefetch_hit, inject, "
                                     "finish, write_ack, load_ack")
     inject = {"op": "inject", "nodes": [{"key": [1, 2, 3]}]}
     assert check_doc({"ops": [inject]})[1] == [inject]  # 3 tokens are whole pages of 1
@@ -90,7 +90,8 @@ def test_the_old_names_of_the_settings_functions_are_kept():
     assert ops_run.check_config is check_settings and ops_run.build_config is from_settings
     assert ops_run.OP_FIELDS == dict(request={"tokens"}, start={"tokens"}, finish_oldest=set(), evict={"n"},
                                      evict_mamba={"n"}, evict_host={"n"}, events=set(), l3_ack=set(),
-                                     prefetch={"tokens"}, prefetch_done={"n", "mamba_hit"}, inject={"nodes"})
+                                     prefetch={"tokens"}, prefetch_done={"n", "mamba_hit"}, prefetch_hit={"n"},
+                                     inject={"nodes"})
 
 
 # --- _attached ---------------------------------------------------------------------------------------------------

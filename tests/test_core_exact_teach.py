@@ -129,7 +129,7 @@ def test_the_flags_that_differ():
         "<tr><td><code>cascade_respects_host_refs</code></td><td>False</td><td>True</td></tr>"
         "<tr><td><code>forward_chunked</code></td><td>False</td><td>True</td></tr></table>")
     same = teach.flags("pre_fix").html  # one preset: every flag, none differs
-    assert same.count("<tr>") == 1 + 9 and "<td><code>host_leaf_predicate</code></td><td>loop_old</td>" in same
+    assert same.count("<tr>") == 1 + 12 and "<td><code>host_leaf_predicate</code></td><td>loop_old</td>" in same
 
 
 def test_a_scenarios_actors():

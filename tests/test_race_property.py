@@ -58,6 +58,9 @@ PROMISED = {
     "followup_fix": ("host_leaf_predicate", "cascade_respects_host_refs"),
     # followup_fix + #26945 and #27391, neither of which touches what these properties watch
     "main_2026_06": ("host_leaf_predicate", "cascade_respects_host_refs"),
+    # main_2026_06 + the three changes of release 0.5.17 (prefetch host KV at the hit count, unreserved prefetches
+    # revoked, splits leave the Mamba LRU): the stale-node code and both fixes are those of 7f67965b
+    "release_0_5_17": ("host_leaf_predicate", "cascade_respects_host_refs"),
 }
 
 

@@ -155,10 +155,17 @@ def test_a_completion_before_the_hit_count_is_the_hit_count_then_the_completion(
     assert without["free"]["host_kv"] == [3, 4, 5, 6, 7]
 
 
-def test_a_short_transfer_ends_the_prefetch_even_when_it_waits_for_completion():
+def test_a_short_transfer_ends_the_prefetch_and_never_reads_the_mamba_state():
+    """Four host slots reserved, two filled: the transfer stops there, so even a prefetch that waits for completion
+    ends; the hybrid controller reads the Mamba state only after every reserved page arrived, so [1,2] comes without
+    it and the prefetch's host Mamba slot 0 is freed."""
     r = run_ops(doc(8, [PREFETCH, {"op": "prefetch_hit", "n": 4}, {"op": "prefetch_done", "n": 2, "mamba_hit": True}],
                     prefetch_stop_policy="wait_complete"), flags=REL)
-    assert (r["status"], r["tree_slots"], r["inflight"]) == ("...", ["1 1,2 v=- h=0,1 m=- mh=0"], IDLE)
+    assert (r["status"], r["tree_slots"], r["inflight"]) == ("...", ["1 1,2 v=- h=0,1 m=- mh=-"], IDLE)
+    assert r["free"]["host_mamba"] == [1, 2, 3, 4, 5, 6, 7, 0]
+    ops = [PREFETCH, {"op": "prefetch_hit", "n": 2}, {"op": "prefetch_done", "n": 2, "mamba_hit": True}]
+    full = run_ops(doc(8, ops, prefetch_stop_policy="wait_complete"), flags=REL)
+    assert full["tree_slots"] == ["1 1,2 v=- h=0,1 m=- mh=0"]  # two reserved, two filled: the state comes along
 
 
 # --- prefetch_terminate_revokes_unreserved: check_prefetch_progress ------------------------------------------

@@ -72,7 +72,7 @@ def test_an_object_passes_through_unchanged_note_included():
     ("prefetch_done 4 maybe", "here: cannot read operation 'prefetch_done 4 maybe'; write e.g. 'request 1 2 3', "
                               "'evict 2', 'prefetch_done 4 hit', 'events'"),
     ("fly 1 2", "here: unknown operation 'fly'; use one of request, start, finish, finish_oldest, evict, "
-                "evict_mamba, evict_host, events, l3_ack, write_ack, load_ack, prefetch, prefetch_done"),
+                "evict_mamba, evict_host, events, l3_ack, write_ack, load_ack, prefetch, prefetch_done, prefetch_hit"),
     ("", "here: '' is not an operation; write an object like {op: request, tokens: [1, 2]} or a string like "
          "'request 1 2'"),
     (7, "here: 7 is not an operation; write an object like {op: request, tokens: [1, 2]} or a string like "
