@@ -111,7 +111,7 @@ def test_explore_in_the_api_keeps_the_command_line_caps(kw, message):
     (dict(pressures=[True]), "pressures must be numbers between 0.001 and 1000000, like 0.5 1 2 4 (working set / "
                              "host KV slots)"),
     (dict(presets=[None]), "unknown preset(s) None; choose from pre_fix, described_fix, reviewed_fix, merged_fix, "
-                           "followup_fix, main_2026_06"),
+                           "followup_fix, main_2026_06, release_0_5_17"),
     (dict(spec={"requests": 2}), "spec must be a WorkloadSpec, like WorkloadSpec(requests=32), not {'requests': 2}"),
     (dict(progress=3), "progress must be a function taking a dict, or None, not 3"),
 ])
