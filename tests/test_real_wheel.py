@@ -263,3 +263,9 @@ def test_a_bad_confirm_real_source_fails_before_the_search(cache, capsys, tmp_pa
     monkeypatch.setattr(explore_cli, "explore", lambda *a, **k: pytest.fail("the search ran before the check"))
     assert sentence(capsys, "explore", "scenario_a", "--confirm-real", str(tmp_path / "nope")) == (
         f"simcache: --sglang {tmp_path / 'nope'}: no such folder; give a SGLang checkout or an unpacked wheel")
+
+
+def test_a_release_no_preset_models_asks_for_one(cache, monkeypatch, request, capsys):
+    serve(monkeypatch, request)
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION).startswith(
+        f"simcache: no preset models sglang {VERSION}; give --preset NAME to compare with one (pre_fix, ")

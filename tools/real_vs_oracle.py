@@ -24,13 +24,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from simcache.ops_run import run_ops  # noqa: E402
 from simcache.real import HI_MAMBA, from_git, load, run_real  # noqa: E402
-from simcache.real.compare import _FALLBACK  # noqa: E402
 from simcache.real.run import FIELDS  # noqa: E402
 from simcache.real.sequences import docs  # noqa: E402
 from simcache.scenario import from_doc  # noqa: E402
+from simcache.versions import REAL_VERSIONS  # noqa: E402
 
 CLEAN = "clean"
-COMMITS = {preset: commit for commit, preset in _FALLBACK.items() if len(commit) == 40}
+COMMITS = {v.preset: v.ref for v in REAL_VERSIONS.values() if v.source == "mirror"}
 
 
 def oracle_view(r: dict) -> dict:

@@ -1,7 +1,7 @@
 """The model beside the real code: which preset models a source, loads kept per process, and the side-by-side text.
 
-- ``model_preset(source)``: a release by ``versions.preset_for_real`` (the release table), a mirror commit the same
-  way, a user's checkout by the newest real preset (``--preset`` overrides each).
+- ``model_preset(source)``: a release or a mirror commit by ``versions.preset_for_real`` (the release table), a
+  user's checkout by the newest real preset (``--preset`` overrides each).
 - ``loaded_for(spec, version)``: one load per source and process (several releases and commits live side by side).
 - ``side_by_side(name, model, real, ...)``: every field of the two results, the differing ones marked ``*``.
 """
@@ -10,17 +10,13 @@ from __future__ import annotations
 import os
 
 from .. import versions
+from ..errors import ConfigError
 from .fetch import VERSION, resolve
 from .loader import Loaded, load
 from .run import FIELDS, diff
 from .source import Source, SourceError
 from .targets import HI_MAMBA, Target
 
-# until the release table of ``simcache.versions`` is there: the one place that says which preset models what
-_FALLBACK = {"0.5.17": "release_0_5_17", "e9d6b9eb2d676f245863609ea611bee78ab5ce70": "pre_fix",
-             "14e122cdee7142ecd52e455d21be08403ed32c2a": "merged_fix",
-             "4a50cd781e16c793c2377600aa1745f82fbed51c": "followup_fix",
-             "7f67965b4dbbbedbce470af5ead78ff0af0f00da": "main_2026_06"}
 _LOADS: dict[tuple, Loaded] = {}
 
 
@@ -31,18 +27,12 @@ def model_preset(source: Source, asked: str | None = None) -> str:
         versions.preset(asked)  # one sentence if unknown
         return asked
     if source.version is not None:
-        table = getattr(versions, "preset_for_real", None)
-        if table is not None:
-            try:
-                return table(source.version)
-            except versions.ConfigError:
-                pass
-        name = _FALLBACK.get(source.version)
-        if name in versions.PRESETS:
-            return name
-        if source.kind == "release":
-            raise SourceError(f"no preset models sglang {source.version} yet; give --preset NAME to compare with one "
-                              f"({', '.join(versions.REAL_PRESETS)})")
+        try:
+            return versions.preset_for_real(source.version)
+        except ConfigError:
+            if source.kind == "release":
+                raise SourceError(f"no preset models sglang {source.version}; give --preset NAME to compare with one "
+                                  f"({', '.join(versions.REAL_PRESETS)})") from None
     return versions.REAL_PRESETS[-1]
 
 
