@@ -15,8 +15,9 @@ usage: bash scripts/run.sh [--no-setup] [--app | --html | --help] [args...]
   (no mode)   open the notebooks in JupyterLab; args go to `jupyter lab`
               (e.g. --no-browser --ip 127.0.0.1 --port 8888)
   --app       serve the walkthrough as a web app with Voila: each notebook's text,
-              pictures and live widgets (the player, the game), without the code cells.
-              Open the printed address and pick a notebook. args go to `voila`
+              pictures and live widgets (the player, the tours, the game and its level
+              menu), without the code cells. The first page describes the notebooks:
+              open the printed address and pick one. args go to `voila`
               (e.g. --port 8866 --no-browser --Voila.ip=0.0.0.0 for a classroom network)
   --html      render the walkthrough to build/walkthrough.html (headless, no server);
               args go to `simcache export crash_pr`
@@ -56,9 +57,12 @@ if [ "${1:-}" = "--app" ]; then
         echo "[run] Voila is not installed in .venv: run 'bash scripts/setup.sh' (it installs the project's dependencies, voila among them)" >&2
         exit 2
     fi
+    # the first page describes the notebooks (simcache.app writes a Voila template, "simcache", into build/voila)
+    .venv/bin/python -m simcache.app build/voila notebooks >/dev/null
+    export JUPYTER_PATH="$(pwd)/build/voila${JUPYTER_PATH:+:$JUPYTER_PATH}"
     echo "[run] serving the walkthrough as an app (Voila) from notebooks/; Ctrl-C stops it"
     # the code cells are stripped (Voila's default); the kernels run in notebooks/, as in JupyterLab
-    exec .venv/bin/voila notebooks/ --strip_sources=True "$@"
+    exec .venv/bin/voila notebooks/ --strip_sources=True --template=simcache "$@"
 fi
 
 extra=()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from html import escape
 
+from .crash import signature
 from .errors import ScenarioError, ScheduleError, shown
 from .game_levels import (  # noqa: F401  (re-exported: the level table lives there)
     GOAL,
@@ -37,10 +38,11 @@ from .game_levels import (  # noqa: F401  (re-exported: the level table lives th
     level,
     points,
     reaction,
+    state_view,
 )
 from .operations import describe_op
 from .render.display import page_css, svg_img
-from .render.dot import render_svg, snapshot_to_dot
+from .render.dot import render_svg
 from .render.frames import page_size, tree_dot
 from .render.timeline import timeline_svg
 from .scenario import Scenario, from_doc, load
@@ -97,6 +99,13 @@ class SchedulerGame:
     @property
     def reached_assertion(self) -> bool:
         return self.run.outcome == "assertion" and self.inside is None
+
+    @property
+    def won(self) -> bool:
+        """The goal reached: in a level, the stale-node assertion (GOAL); without a level, any assertion."""
+        if not self.reached_assertion:
+            return False
+        return self.level is None or GOAL in signature(self.run.crash)
 
     def remaining(self) -> dict[str, int]:
         return {a: n - self.turns.count(a) for a, n in self.scenario.lengths.items()}
@@ -263,27 +272,42 @@ class SchedulerGame:
             s = self.run.trace.steps[self.inside[self.at]]
             return (f"Inside {self.turns[-1]}'s operation, point {self.at + 1} of {len(self.inside)}: {s.text} "
                     f"(in {' > '.join(s.stack[-3:])}). Next point, or pick {self.turns[-1]} to finish it.")
+        if self.reached_assertion and not self.won:
+            c = self.run.crash
+            return (f"The cache raised something else: {c.type}: {c.message} (in {c.function}) "
+                    f"('{self.schedule}'). Undo and try another order.")
         if self.reached_assertion:
             c = self.run.crash
+            why = f" Why: {self.level.why}" if self.level is not None and self.level.why else ""
             return (f"You made the cache reach the assertion: {c.type}: {c.message} (in {c.function}) "
-                    f"with the schedule '{self.schedule}'.")
+                    f"with the schedule '{self.schedule}'.{why}")
         if self.over:
             return f"Every actor is done and the cache survived ('{self.schedule}'). Reset and try another order."
-        stale = self.run.trace.went_stale
-        hint = f" A node has gone stale (#{stale[-1].node}): keep going." if stale else ""
+        stale = self.stale_nodes()
+        hint = f" A node has gone stale (#{stale[-1]}): keep going." if stale else ""
         return f"Schedule so far: '{self.schedule or '(none)'}'. Pick who moves next.{hint}"
+
+    def stale_nodes(self) -> tuple[int, ...]:
+        """The detached nodes something still holds, in the state the schedule so far has reached."""
+        return () if self.run.crash is not None else state_view(self.run.cache, self.run.driver)[1]
 
     def _simulate(self):
         return simulate(self.scenario, self.preset, self.flags, schedule=Schedule(tuple(self.turns)))
 
     # --- views ---
-    def tree_svg(self) -> str:
+    def tree_dot(self, legend: bool = True) -> str:
+        """The DOT shown: inside an operation, its point (from the run); at the assertion, the run's last step (the
+        node it raised on and who held it); else the cache as the moves left it (``state_view``: the same
+        drawing whatever order reached the state, as on the levels page)."""
         t = self.run.trace
         if self.inside is not None:
-            return render_svg(tree_dot(self.run, self.inside[self.at]))
-        if t.steps:
-            return render_svg(tree_dot(self.run, len(t.steps) - 1))
-        return render_svg(snapshot_to_dot(t.initial, page_size=page_size(self.run)))
+            return tree_dot(self.run, self.inside[self.at], legend=legend)
+        if self.run.crash is not None and t.steps:
+            return tree_dot(self.run, len(t.steps) - 1, legend=legend)
+        return state_view(self.run.cache, self.run.driver, page_size(self.run), legend=legend)[0]
+
+    def tree_svg(self) -> str:
+        return render_svg(self.tree_dot())
 
     def _build(self):
         import ipywidgets as W
@@ -338,9 +362,11 @@ class SchedulerGame:
                 or locked
             button.button_style = "" if actor in nxt else "info"
         self.point_button.disabled = self.inside is None
-        win = self.reached_assertion
-        self.status.value = (f'<p class="sc-{"red" if win else "ok"}" style="font-size:16px;padding:6px">'
-                             f"{escape(self.message())}</p>")
+        win = self.won
+        style = ("background:#f0fdf4;border-left:6px solid #16a34a;color:#14532d;font-weight:bold" if win
+                 else "background:#f8fafc;border-left:4px solid #64748b")  # a win is a success, not an error
+        self.status.value = (f'<p class="sc-{"win" if win else "ok"}" style="font-size:16px;padding:6px;{style}">'
+                             f"{'✔ You won. ' if win else ''}{escape(self.message())}</p>")
         self.reaction.value = (f'<p class="sc-red" style="padding:6px"><b>{escape(self.said)}</b></p>'
                                if self.said else "")
         self.answer.value = "" if not self.revealed else (
@@ -371,3 +397,37 @@ class SchedulerGame:
         if self.widget is not None:
             display(self.widget)
         display(HTML(self.static_html()))
+
+
+class LevelPicker:
+    """The levels with a menu: ``LevelPicker(start=4)`` shows a level menu above the game of level ``start``;
+    choosing another level (``pick(n)``, or the menu in JupyterLab or the app) swaps in a fresh game of it, with no
+    cell to edit or run again. ``game`` is the ``SchedulerGame`` shown."""
+
+    def __init__(self, start: int = 1) -> None:
+        import ipywidgets as W
+
+        self.game = SchedulerGame.from_level(level(start).number)
+        self.menu = W.Dropdown(options=[(f"Level {lv.number}: {lv.title}", lv.number) for lv in LEVELS],
+                               value=self.game.level.number, description="level", layout=W.Layout(width="auto"))
+        self.menu.observe(lambda ch: self.pick(ch["new"]), names="value")
+        self.widget = W.VBox([self.menu, self.game.widget])
+
+    def pick(self, number: int) -> SchedulerGame:
+        """Show a fresh game of level ``number`` (the menu follows)."""
+        lv = level(number)
+        if lv.number != self.game.level.number:
+            self.game = SchedulerGame.from_level(lv.number)
+            self.widget.children = (self.menu, self.game.widget)
+        if self.menu.value != lv.number:
+            self.menu.value = lv.number  # its observer calls pick again, which finds the game already there
+        return self.game
+
+    def _repr_mimebundle_(self, **kw):
+        return self.widget._repr_mimebundle_(**kw)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import HTML, display
+
+        display(self.widget)
+        display(HTML(self.game.static_html()))

@@ -30,6 +30,7 @@ class Level:
     hints: tuple[str, ...]
     solution: str  # a schedule that wins the level (tests play it)
     inside: bool  # the learner may step inside write_backup / evict_host
+    why: str = ""  # two sentences a win ends with: why the cache reached the assertion
 
 
 LEVELS: tuple[Level, ...] = (
@@ -38,19 +39,28 @@ LEVELS: tuple[Level, ...] = (
           ("`evict_host 2` evicts a host node that still has a child on the device: look at what it takes along.",
            "After the first move, node [3] is detached but still listed as a device leaf; what will `evict 1` "
            "pick?"),
-          "mem*2", False),
+          "mem*2", False,
+          "Host eviction took node [2] off the host although its child [3] was still on the device, and deleting "
+          "[2] detached [3] with it while the device leaf set still listed [3]. The next device eviction picked "
+          "[3] from that set and asked its parent's slot for it: the slot no longer held it."),
     Level(2, "scenario_a", "pre_fix", "A: a tombstone kept alive by a host reference",
           "Two actors: memory pressure (mem) and the storage ack (l3). Find the order that crashes.",
           ("The first host eviction's cascade deletes [1,2] although an L3 backup still holds it.",
            "The L3 ack releases that reference and re-admits the detached node as a host leaf: evict after it."),
-          "mem l3 mem", False),
+          "mem l3 mem", False,
+          "The first host eviction's tombstone cascade deleted [1,2] although an L3 backup still held a host "
+          "reference on it. The L3 ack then re-admitted the detached [1,2] as a host leaf, and the next host "
+          "eviction popped a parent's slot that had not held it since."),
     Level(3, "scenario_b", "pre_fix", "B: write_backup deletes its own node",
           "Write-back policy. From this level on you may step inside write_backup and evict_host.",
           ("Both requests must insert before memory pressure: the split leaves a tombstone [1,2] over two leaves.",
            "The second `evict 2` demotes [1,2]: its write_backup finds the host full and calls evict_host, whose "
            "cascade deletes [1,2] itself. Step inside that move to watch it.",
            "The detached node ends up a host leaf; any later eviction that needs host space pops it."),
-          "A B mem*2 C mem2", True),
+          "A B mem*2 C mem2", True,
+          "Demoting [1,2], write_backup found the host full and called evict_host, whose cascade deleted [1,2] "
+          "itself while write_backup still held it. Backed up anyway, the detached node became a host leaf, and "
+          "the next eviction that needed host space popped it from a parent that no longer held it."),
     Level(4, "scenario_c", "pre_fix", "C: the insert loop's own node is deleted under it",
           "Six actors. A prefetch breaks backup continuity; an insert must find the host full at the wrong node.",
           ("The prefetch (pf) must complete after R2's insert, so its host-only tail hangs under a node that is "
@@ -58,7 +68,10 @@ LEVELS: tuple[Level, ...] = (
            "Fill the host (R4) and evict the device leaf (mem) before R6 inserts [1,2,7]: its write_backup will "
            "evict the prefetched tail and the cascade deletes the node the insert loop stands on.",
            "Let the controller (ctl) deliver its acks, then evict again."),
-          "pf R2 pf R4 mem R6 ctl*3 mem", True),
+          "pf R2 pf R4 mem R6 ctl*3 mem", True,
+          "The prefetch hung a host-only tail under a node with no host copy, so when R6's insert needed host room, "
+          "evicting that tail cascaded into the very node the insert loop stood on. The insert went on with the "
+          "detached node, the acks re-admitted it to the leaf sets, and the last eviction found its slot empty."),
     Level(5, "crash_pr", "pre_fix", "crash_pr: the crash reported in the PR",
           "Seven actors, the traceback of the PR. Reach `parent does not have child key` in _delete_tombstone_leaf.",
           ("The race is level 4's: a completed prefetch under an unbacked node, then an insert that re-enters "
@@ -66,7 +79,11 @@ LEVELS: tuple[Level, ...] = (
            "After R6's insert, the controller has four acks to deliver, then memory pressure evicts again.",
            "The assertion comes in the PR's shape: a last request (R7) whose insert calls write_backup, which "
            "calls evict_host, whose cascade reaches the detached node. Step inside R7's move."),
-          "pf R2 pf R4 mem R6 ctl*4 mem R7", True),
+          "pf R2 pf R4 mem R6 ctl*4 mem R7", True,
+          "R6's insert deleted its own node [1,2] through write_backup, evict_host and the tombstone cascade, then "
+          "carried on with it: the detached node was backed up, got a child and re-entered the leaf sets. R7's "
+          "insert re-entered eviction the same way, and the cascade reached [1,2] a second time: parent does not "
+          "have child key."),
 )
 
 
@@ -111,19 +128,33 @@ def reaction(run, op_index: int, upto: int | None = None) -> str:
     last = op.last_step if op.last_step >= 0 else len(t.steps) - 1
     if upto is not None:
         last = min(last, upto)
+    return sentence([e for e in t.went_stale if op.first_step <= e.step <= last],
+                    [v for v in t.violations if v.op == op_index and v.step <= last])
+
+
+def sentence(stale, violations) -> str:
+    """``reaction``'s sentence from one operation's went-stale events and the violations it began, in order."""
     said = []
-    for e in t.went_stale:
-        if op.first_step <= e.step <= last:
-            by = _cause(e.cause)
-            verb = "holds" if len(e.holders) == 1 else "hold"
-            said.append(f"You just detached node #{e.node} [{e.key}] ({by}) while "
-                        f"{_join([_holder(h) for h in e.holders])} still {verb} it.")
-    if not said:
-        for v in t.violations:
-            if v.op == op_index and v.step <= last:
-                said.append(f"That move broke the {v.invariant.replace('_', ' ')} invariant: {v.message}.")
-                break
+    for e in stale:
+        by = _cause(e.cause)
+        verb = "holds" if len(e.holders) == 1 else "hold"
+        said.append(f"You just detached node #{e.node} [{e.key}] ({by}) while "
+                    f"{_join([_holder(h) for h in e.holders])} still {verb} it.")
+    if not said and violations:
+        v = violations[0]
+        said.append(f"That move broke the {v.invariant.replace('_', ' ')} invariant: {v.message}.")
     return " ".join(said)
+
+
+def state_view(cache, driver, page_size: int = 1, legend: bool = True) -> tuple[str, tuple[int, ...]]:
+    """(the DOT of the cache as the moves left it, the stale nodes in it): the tree and, beside it, every detached
+    node something still holds. A pure function of the state (no history), so the game in the notebook and the
+    levels page, which reaches a state by any order of moves, draw it alike."""
+    from .render.dot import snapshot_to_dot
+    from .snapshot import take
+
+    snap = take(cache, list(driver.live.values()) if driver is not None else [], pools={})
+    return snapshot_to_dot(snap, None, page_size=page_size, legend=legend), snap.stale
 
 
 def points(run, op_index: int) -> list[int]:

@@ -1,19 +1,17 @@
-"""The game's levels as data: the reachable states of each level, precomputed, for a page that plays without Python.
+"""The game's map of each level, and the levels page.
 
 Vocabulary
 - A level's *map* is a graph: a *state* is a cache state after some turns, deduplicated by the explorer's
   canonical state key (positions included), so two orders that reach the same cache share one state. An *edge*
-  is one move (an actor's next operation) with its consequence: the state it reaches, the reaction sentence
-  (``game_levels.reaction``) and, in levels that allow it, the points inside write_backup / evict_host with a
-  drawing each.
-- The map is *bounded*: states are taken nearest the level's solution first (the solution's own states, then one
-  move off it, two, ...) up to ``limit``; a move out of the map says so on the page (undo). Levels D, A and B are
-  complete under the default limit; C and crash_pr hold their solution and its neighbourhood.
-- Per state: ``win`` (the goal assertion fired), ``crash`` (any exception: the game is over), ``dist`` (moves to a
-  win inside the map, or null) and ``dead`` (its whole future lies inside the map and none of it wins). The page's
-  hint uses them: the next move towards a win, or "no order wins from here: undo".
-- ``game_page`` writes the page: one HTML file, the data as gzip-compressed JSON, a small script
-  (``render/game_page.js``) that walks the map; no network, works from a file.
+  is one move (an actor's next operation) and the state it reaches.
+- ``structure`` builds a *bounded* map for the notebook's game (its hints and its "no order wins from here"):
+  states nearest the level's solution first (the solution's own states, then one move off it, two, ...) up to
+  ``limit``; levels D, A and B are complete under the default limit. Per state: ``win`` (the goal assertion
+  fired), ``crash`` (any exception: the game is over), ``dist`` (moves to a win inside the map, or null) and
+  ``dead`` (its whole future lies inside the map and none of it wins).
+- The *levels page* (``render_game``, ``game_page``) holds every state of each level, not a bounded map: its data
+  comes from ``game_build``. One HTML file, the data as gzip-compressed JSON, the bundled Graphviz engine and a
+  small script (``render/game_page.js``) that walks the states; no network, works from a file.
 """
 from __future__ import annotations
 
@@ -26,19 +24,13 @@ from pathlib import Path
 
 from .errors import ConfigError, ScenarioError, shown
 from .explore.machine import Machine, plan_for, signature
-from .game_levels import GOAL, LEVELS, points, reaction
+from .game_levels import GOAL, LEVELS
 from .game_levels import level as get_level
-from .operations import describe_op
-from .render.dot import snapshot_to_dot
-from .render.frames import page_size, tree_dot
 from .render.panels import PANEL_CSS
-from .render.svg import render_many
 from .scenario import load
-from .scheduler import Schedule
-from .simulate import resolve_flags, simulate
+from .simulate import resolve_flags
 
-DEFAULT_LIMIT = 200  # states per level in a page
-MAX_LIMIT = 5000
+DEFAULT_LIMIT = 200  # states in the notebook game's map of a level
 _ASSETS = Path(__file__).resolve().parent / "render"
 
 
@@ -102,63 +94,6 @@ def _judge(states: list[dict]) -> None:
         s["dead"] = s["dist"] is None and all(t >= 0 and states[t]["dead"] for t in s["edges"].values())
 
 
-def level_data(number: int, limit: int = DEFAULT_LIMIT, svgs: list | None = None) -> dict:
-    """Everything the page needs for level ``number``: the map, each state's drawing and message, each move's
-    reaction and inside-points. Drawings go to ``svgs`` as DOT text (shared between levels, deduplicated)."""
-    lv = get_level(number)
-    svgs = [] if svgs is None else svgs
-    where: dict[str, int] = {s: i for i, s in enumerate(svgs)}
-    m = structure(lv, limit)
-    sc = load(lv.scenario)
-    runs: dict[tuple, object] = {}
-
-    def run_of(turns):
-        key = tuple(turns)
-        if key not in runs:
-            runs[key] = simulate(sc, lv.preset, schedule=Schedule(key))
-        return runs[key]
-
-    pending: list[tuple[dict, str, str]] = []  # (object, field, dot) filled with an svg index after rendering
-
-    def draw(obj: dict, field: str, dot: str) -> None:
-        pending.append((obj, field, dot))
-
-    def end_dot(run) -> str:
-        t = run.trace
-        return tree_dot(run, len(t.steps) - 1) if t.steps else snapshot_to_dot(t.initial, page_size=page_size(run))
-
-    out_states = []
-    for s in m["states"]:
-        run = run_of(s["turns"])
-        c = run.crash
-        st = dict(turns=s["turns"], win=s["win"], over=s["crash"] is not None, dist=s["dist"], dead=s["dead"],
-                  crash=None if c is None else f"{c.type}: {c.message} (in {c.function})",
-                  stale=[e.node for e in run.trace.went_stale], edges={})
-        draw(st, "svg", end_dot(run))
-        base = 1 if run.trace.ops and run.trace.ops[0].actor == "init" else 0
-        for a, t in s["edges"].items():
-            move = run_of(s["turns"] + [a])
-            k = base + len(s["turns"])
-            e = dict(to=t, said=reaction(move, k) if k < len(move.trace.ops) else "", points=[])
-            if lv.inside and k < len(move.trace.ops):
-                for p in points(move, k):
-                    step = move.trace.steps[p]
-                    pt = dict(text=f"{step.text} (in {' > '.join(step.stack[-3:])})", said=reaction(move, k, upto=p))
-                    draw(pt, "svg", tree_dot(move, p))
-                    e["points"].append(pt)
-            st["edges"][a] = e
-        out_states.append(st)
-    for obj, field, dot in pending:  # DOT text now; render_game draws them all with one dot process
-        if dot not in where:
-            where[dot] = len(svgs)
-            svgs.append(dot)
-        obj[field] = where[dot]
-    return dict(number=lv.number, title=lv.title, goal=lv.goal, hints=list(lv.hints), solution=lv.solution,
-                inside=lv.inside, scenario=lv.scenario, preset=lv.preset, actors=m["actors"],
-                ops={a: [describe_op(op) for op in sc.actors[a]] for a in m["actors"]},
-                complete=m["complete"], states=out_states)
-
-
 def parse_levels(text: str | None) -> list[int]:
     """``None`` (every level), ``"3"`` or ``"2,4"`` -> level numbers; one sentence for anything else."""
     if text is None:
@@ -180,7 +115,7 @@ def parse_levels(text: str | None) -> list[int]:
 def page_data_block(data: dict) -> str:
     """The page's data: JSON, gzip-compressed, in base64 (``read_page_data`` reverses it)."""
     text = json.dumps(data, separators=(",", ":"))
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
 def read_page_data(html: str) -> dict:
@@ -190,52 +125,57 @@ def read_page_data(html: str) -> dict:
     return json.loads(gzip.decompress(base64.b64decode(block)))
 
 
-def render_game(numbers: list[int], limit: int = DEFAULT_LIMIT, say=None) -> str:
-    """The HTML text of the game page for levels ``numbers``; ``say(text)`` hears of each level as it is done."""
-    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
-        raise ConfigError(f"the states per level must be a whole number from 1 to {MAX_LIMIT}, not "
-                          f"{shown(limit, 20)}")
-    svgs_dot: list[str] = []
+def render_game(numbers: list[int], say=None, cache: bool = True) -> str:
+    """The HTML text of the game page for levels ``numbers`` (every state of each: ``game_build``); ``say(text)``
+    hears of each level as it is done; ``cache``: keep and reuse each level's data in the cache folder."""
+    from .game_build import Table, build_level, cached_level, merge
+    from .render.dot import legend_dot, render_svg
+
     levels = []
     try:
         for n in numbers:
-            levels.append(level_data(n, limit, svgs_dot))
-            if say is not None:
-                lv = levels[-1]
-                say(f"level {n}: {len(lv['states'])} states{'' if lv['complete'] else ' (bounded)'}")
+            if cache:
+                levels.append(cached_level(n, say))
+            else:
+                strings, lines = Table(), Table()
+                lv = build_level(n, strings, lines, say)
+                levels.append(dict(lv, strings=strings.items, lines=lines.items))
+                if say is not None:
+                    say(f"level {n}: {len(lv['to']):,} states")
     except ScenarioError as e:
         raise ConfigError(str(e)) from None
-    svgs = render_many(svgs_dot)
-    data = page_data_block(dict(levels=levels, svgs=svgs))
-    script = (_ASSETS / "game_page.js").read_text()
-    css = (PANEL_CSS + (_ASSETS / "game_page.css").read_text())
-    opts = "".join(f'<option value="{i}">Level {lv["number"]}: {escape(lv["title"])}</option>'
-                   for i, lv in enumerate(levels))
+    data = page_data_block(merge(levels))
+    script = (_ASSETS / "vendor" / "viz-global.js").read_text() + "\n" + (_ASSETS / "game_page.js").read_text()
+    css = PANEL_CSS + (_ASSETS / "game_page.css").read_text()
+    opts = "".join(f'<option value="{i}">Level {n}: {escape(get_level(n).title)}</option>'
+                   for i, n in enumerate(numbers))
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>simcache: be the scheduler</title>'
             f"<style>{css}</style></head><body><h1>Be the scheduler</h1>"
             f'<p class="intro">Each button runs the next operation of one actor of SGLang\'s HiMambaRadixCache '
-            f"(simulated by simcache; every move's outcome was computed beforehand and is stored in this page). "
-            f"Make the cache reach <code>parent does not have child key</code>.</p>"
-            f'<nav><select id="level">{opts}</select></nav><h2 id="title"></h2><p id="goal"></p>'
+            f"(simulated by simcache). Every state each level can reach, in any order of moves, was computed "
+            f"beforehand and is stored in this page, so it plays anywhere, offline. Make the cache reach "
+            f"<code>parent does not have child key</code>.</p>"
+            f'<nav><label>Level <select id="level">{opts}</select></label></nav><h2 id="title"></h2><p id="goal"></p>'
+            f'<details id="legend"><summary>legend</summary>{render_svg(legend_dot())}</details>'
             f'<div id="actors"></div><div id="inside-controls"><label><input type="checkbox" id="inside"> step '
             f'inside write_backup / evict_host</label> <button id="next-point">next point</button></div>'
             f'<div id="controls"><button id="undo">undo</button><button id="reset">reset</button>'
             f'<button id="hint">hint</button><button id="reveal">reveal the answer</button></div>'
-            f'<p id="status"></p><p id="said"></p><p id="hint-text"></p><p id="answer"></p>'
-            f'<div id="tree" class="sc-tree"></div>'
+            f'<p id="status"></p><p id="why"></p><p id="said"></p><p id="hint-text"></p><p id="answer"></p>'
+            f'<p id="tree-note"></p><div id="tree" class="sc-tree"></div>'
             f'<script type="application/json" id="game-data" data-encoding="gzip-base64">{data}</script>'
             f"<script>{script}</script>"
             f"</body></html>")
 
 
-def game_page(path, numbers: list[int], limit: int = DEFAULT_LIMIT, say=None) -> Path:
+def game_page(path, numbers: list[int], say=None) -> Path:
     """Write the game page for levels ``numbers`` to ``path`` (safe_io's rules); returns the path."""
     from .errors import FileError, OutputError
     from .safe_io import check_file, write_file
 
     try:
         check_file(path)
-        return write_file(path, render_game(numbers, limit, say))
+        return write_file(path, render_game(numbers, say))
     except OutputError:  # stdout (-o -) full or closed: the command line exits 1 for it
         raise
     except FileError as e:

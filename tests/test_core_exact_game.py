@@ -11,10 +11,10 @@ import pytest
 from simcache import game as game_module
 from simcache.errors import ScenarioError, ScheduleError
 from simcache.game import SchedulerGame
-from simcache.game_levels import level
+from simcache.game_levels import level, state_view
 from simcache.game_map import structure
 from simcache.operations import describe_op
-from simcache.render.dot import render_svg, snapshot_to_dot
+from simcache.render.dot import render_svg
 from simcache.render.frames import page_size, tree_dot
 from simcache.render.timeline import timeline_svg
 from simcache.scenario import load
@@ -188,13 +188,19 @@ def test_the_status_messages():
 
 
 def test_the_drawing_before_any_move_and_after_the_last():
+    """Between moves: the cache as the moves left it (``state_view``, the levels page's drawing); at the assertion:
+    the run's last step, the node it raised on."""
     game = SchedulerGame("scenario_a", widgets=False)
-    t = game.run.trace
-    assert game.tree_svg() == (render_svg(tree_dot(simulate("scenario_a", schedule=""), len(t.steps) - 1))
-                               if t.steps else render_svg(snapshot_to_dot(t.initial, page_size=page_size(game.run))))
+    assert game.tree_svg() == render_svg(state_view(game.run.cache, game.run.driver, page_size(game.run))[0])
     game.pick("mem")
     drawn = simulate("scenario_a", schedule="mem")
-    assert game.tree_svg() == render_svg(tree_dot(drawn, len(drawn.trace.steps) - 1))
+    assert game.tree_dot() == state_view(drawn.cache, drawn.driver)[0] and game.stale_nodes() == (7,)
+    assert game.tree_svg() == render_svg(game.tree_dot())
+    for a in ("l3", "mem"):
+        game.pick(a)
+    drawn = simulate("scenario_a", schedule="mem l3 mem")
+    assert game.run.crash is not None and game.tree_dot() == tree_dot(drawn, len(drawn.trace.steps) - 1)
+    assert game.stale_nodes() == ()
 
 
 def test_the_widgets_follow_the_game():
@@ -214,8 +220,8 @@ def test_the_widgets_follow_the_game():
     assert (game.inside_box.description, game.inside_box.value, game.point_button.description,
             game.reveal_button.description) == ("step inside write_backup / evict_host", False, "next point",
                                                 "reveal the minimal schedule")
-    assert game.status.value == ('<p class="sc-ok" style="font-size:16px;padding:6px">Schedule so far: '
-                                 "&#x27;(none)&#x27;. Pick who moves next.</p>")
+    assert game.status.value == ('<p class="sc-ok" style="font-size:16px;padding:6px;background:#f8fafc;border-left:'
+                                 '4px solid #64748b">Schedule so far: &#x27;(none)&#x27;. Pick who moves next.</p>')
     assert (game.reaction.value, game.answer.value, game.point_button.disabled) == ("", "", True)
     assert game.tree.value == f'<div class="sc-tree">{game.tree_svg()}</div>'
     t = game.run.trace
@@ -245,7 +251,10 @@ def test_the_widgets_follow_the_game():
     game.inside_box.value = False
     for a in ("A", "B", "mem", "mem", "C", "mem2"):
         game.buttons[a].click()
-    assert game.reached_assertion and game.status.value.startswith('<p class="sc-red"')
+    assert game.reached_assertion and game.won and game.status.value.startswith(
+        '<p class="sc-win" style="font-size:16px;padding:6px;background:#f0fdf4;border-left:6px solid #16a34a;'
+        'color:#14532d;font-weight:bold">✔ You won. You made the cache reach the assertion')  # green, not red
+    assert game.status.value.endswith(f"Why: {escape(level(3).why)}</p>")
     assert all(b.disabled for b in game.buttons.values())
 
 

@@ -219,9 +219,9 @@ def test_crash_rate_plot_labels_what_it_counts_and_fits_the_data():
     rows = [{"preset": "pre_fix", "pressure": x, "crash_rate": c, "race_rate": r}
             for x, c, r in [(1, 0.0, 0.0), (4, 0.1, 0.05), (16, 0.25, 0.2)]]
     ax = crash_rate_vs_pressure(rows, field="race_rate").axes[0]
-    assert ax.get_ylabel() == "fraction of runs reaching parent does not have child key"  # issue #13, defect 6
+    assert ax.get_ylabel() == "fraction of runs reaching\nparent does not have child key"  # issue #13, defect 6
     assert [list(line.get_ydata()) for line in ax.get_lines()] == [[0.0, 0.05, 0.2]]
     assert ax.get_ylim()[1] < 0.3  # data stopping at 0.25 is not squashed onto a 0-1 axis
-    assert crash_rate_vs_pressure(rows).axes[0].get_ylabel() == "fraction of runs raising any assertion"
+    assert crash_rate_vs_pressure(rows).axes[0].get_ylabel() == "fraction of runs raising\nany assertion"
     with pytest.raises(ValueError, match="unknown rate"):
         crash_rate_vs_pressure(rows, field="nope")

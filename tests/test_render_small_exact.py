@@ -373,9 +373,9 @@ def test_crash_rate_lines_markers_limits_and_an_empty_plot():
     empty = crash_rate_vs_pressure([]).axes[0]
     assert empty.get_ylim() == pytest.approx((-0.001, 0.0575)) and empty.get_legend() is None
     assert (empty.get_title(), empty.get_ylabel()) == ("Crash rate vs host pressure",
-                                                       "fraction of runs raising any assertion")
+                                                       "fraction of runs raising\nany assertion")
     damage = crash_rate_vs_pressure([{"preset": "a", "pressure": 1, "damage_rate": 0.1}], field="damage_rate")
-    assert damage.axes[0].get_ylabel() == "fraction of runs leaving a double free or a leak"
+    assert damage.axes[0].get_ylabel() == "fraction of runs leaving\na double free or a leak"
     with pytest.raises(ValueError) as info:
         crash_rate_vs_pressure(rows, field="x")
     assert str(info.value) == "unknown rate 'x'; choose one of crash_rate, race_rate, damage_rate"

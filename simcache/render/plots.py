@@ -58,9 +58,9 @@ def pool_occupancy(trace, *, title: str = "Pool occupancy") -> Figure:
     return fig
 
 
-RATE_LABELS = {"crash_rate": "fraction of runs raising any assertion",
-               "race_rate": f"fraction of runs reaching {STALE}",
-               "damage_rate": "fraction of runs leaving a double free or a leak"}
+RATE_LABELS = {"crash_rate": "fraction of runs raising\nany assertion",  # two lines: one ran past a 4-inch axis
+               "race_rate": f"fraction of runs reaching\n{STALE}",
+               "damage_rate": "fraction of runs leaving\na double free or a leak"}
 
 
 def crash_rate_vs_pressure(rows: list[dict], *, title: str = "Crash rate vs host pressure",
