@@ -40,11 +40,13 @@ def _plain(markdown: str) -> str:
 
 
 def describe(path: Path) -> dict:
-    """``{file, number, title, about}`` of one notebook, from its first markdown cell (or its file name)."""
+    """``{file, number, title, about}`` of one notebook, from its first markdown cell with a numbered heading
+    (``# 3 · The crash``), or its file name."""
     try:
         cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-        first = next(("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "markdown"), "")
-    except (OSError, ValueError, AttributeError):
+        texts = ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "markdown"]
+        first = next((t for t in texts if _HEADING.search(t)), texts[0] if texts else "")
+    except (OSError, ValueError, AttributeError, TypeError):
         first = ""
     m = _HEADING.search(first)
     number = int(m.group(1)) if m else None
