@@ -360,3 +360,45 @@ def test_fuzzed_tour_files_raise_only_simcache_errors(tmp_path_factory, text, su
         tour.load(path)
     except SimcacheError:
         pass
+
+
+def test_the_widget_tour_hints_retries_and_keeps_the_player_behind_the_question():
+    """The JupyterLab tour: the player cannot pass the frame before the open question (steps, last, jumps), its
+    timeline hides the outcome; a wrong pick is locked red with its hint; the right one reveals and opens "next"."""
+    from simcache.tour_player import TourPlayer
+
+    run = simulate("crash_pr", "pre_fix")
+    tp = TourPlayer("crash_pr", run)
+    m, pm = tp.model, tp.player.model
+    before = m.steps[0] - 1
+    assert pm.limit == before and pm.cursor == before and pm.hide_outcome
+    assert [b.description for b in tp.buttons] == [f"{'ABC'[i]}. {c.text}" for i, c in enumerate(m.choices)]
+    tp.player.buttons["next"].click()
+    tp.player.buttons["last"].click()
+    assert pm.cursor == before
+    assert not pm.jump("assertion")
+    assert pm.message == "The tour keeps what comes next hidden: answer its question first."
+    assert "pre_fix: assertion" not in pm.timeline() and ">pre_fix</text>" in pm.timeline()
+    assert tp.next.disabled and not tp.give_up.disabled
+    wrong = (m.answer_position + 1) % len(tp.buttons)
+    tp.buttons[wrong].click()
+    assert tp.buttons[wrong].disabled and tp.buttons[wrong].button_style == "danger"
+    assert not tp.buttons[m.answer_position].disabled
+    assert f"Hint: {escape_html(m.choices[wrong].hint)}" in tp.feedback.value
+    assert pm.cursor == before and tp.next.disabled
+    tp.buttons[m.answer_position].click()
+    assert tp.buttons[m.answer_position].button_style == "success" and all(b.disabled for b in tp.buttons)
+    assert pm.cursor == m.steps[0] and not tp.next.disabled and pm.limit == m.steps[1] - 1
+    assert "Score: 0 of 1 answered right at the first try (8 stops in all)." in tp.score.value
+    tp.next.click()
+    assert m.index == 1 and pm.cursor == m.steps[1] - 1
+    tp.give_up.click()
+    assert m.revealed and pm.cursor == m.steps[1] and "The answer is" in tp.feedback.value
+    tp.prev.click()  # back to stop 1: still answered
+    assert m.index == 0 and m.revealed and all(b.disabled for b in tp.buttons) and pm.cursor == m.steps[0]
+
+
+def escape_html(text: str) -> str:
+    from html import escape
+
+    return escape(text)
