@@ -27,7 +27,9 @@ MOVED = [p for p in PAGES if p.name not in ("cli.md", "scenarios.md", "tours.md"
 
 
 def cells(path: Path, kind: str | None = None) -> list[str]:
-    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if kind in (None, c["cell_type"])]
+    """A notebook's cell texts (of ``kind``), past its first cell's link to the rendered copy (docs/notebooks)."""
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+            if kind in (None, c["cell_type"]) and c.get("id") != "rendered-link"]
 
 
 def nb(n: int) -> Path:
