@@ -24,7 +24,7 @@ from ..errors import CacheAssertion
 from ..pools import Pools
 from ..requests import Request
 from ..trace_hooks import LeafSet, simulated
-from .components import FULL, MAMBA, FullComponent, MambaComponent
+from .components import FULL, MAMBA, FullComponent, Livelock, MambaComponent
 from .evict import Eviction
 from .hicache import HostTier, UnifiedController
 from .lru import ULRU
@@ -32,6 +32,8 @@ from .node import Clock, UNode
 from .storage import Storage
 from .tree import TreeOps
 from .versions import UnifiedFlags
+
+WATCHDOG = 2_000  # host KV size queries in one operation; the real harness stops its run at the same query
 
 
 class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
@@ -46,6 +48,7 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         self.write_policy = config.policy
         self.pools = Pools.create(config.device_kv, config.device_mamba, config.host_kv, config.host_mamba,
                                   config.device)
+        self._watch_host_queries()
         self.controller = UnifiedController(self.pools, config.policy, config.page_size, config.auto_complete)
         self.controller.evict_mamba_host = self.evict_mamba_host
         self.controller.evict_mamba = self.evict_mamba
@@ -57,6 +60,10 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         self.components = (self.full, self.mamba)
         self.clock = Clock()
         self.next_id = 0
+        self.arena: set[int] | None = set() if flags.tree_core_api else None
+        if flags.tree_core_resets_twice:
+            for _ in range(9):  # the first root and its eight LRU sentinels, replaced by the reset
+                self._new_node()
         self.root_node = self._new_node()
         self.root_node.value, self.root_node.hash_value, self.root_node.is_root = [], [], True
         self.root_node.full_lock_ref = self.root_node.mamba_lock_ref = 1
@@ -78,6 +85,21 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         self.detach_count = 0
         self.cuts: list | None = None
         self.crashed = None
+
+    def _watch_host_queries(self) -> None:
+        """Count the host KV pool's size queries: every backup attempt makes one, so an operation that retries a
+        failing backup forever (0.5.16) makes unboundedly many. It stops at the query where
+        ``simcache.real.unified`` stops the real code, so both leave the same state behind."""
+        pool, size = self.pools.host_kv, self.pools.host_kv.available_size
+        self.host_queries = 0
+
+        def available_size() -> int:
+            self.host_queries += 1
+            if self.host_queries > WATCHDOG:
+                raise Livelock("the operation retries a failing backup forever")
+            return size()
+
+        pool.available_size = available_size
 
     @property
     def flag_values(self) -> dict:

@@ -21,6 +21,11 @@ from .node import UNode
 
 DEVICE, HOST, ALL = 1, 2, 3
 FULL, MAMBA = "full", "mamba"
+LOOP_LIMIT = 1_000_000  # iterations of one eviction walk: a backstop (``cache.WATCHDOG`` stops a loop first)
+
+
+class Livelock(Exception):
+    """An operation that would loop forever (0.5.16's Mamba walk on a leaf whose backup keeps failing)."""
 
 
 class Component:
@@ -89,7 +94,7 @@ class FullComponent(Component):
     def acquire_component_lock(self, node: UNode, skips: dict, lock_host: bool = False) -> int:
         c = self.cache
         if lock_host:
-            if node.host_value is not None:
+            if node.host_value is not None or self._pins_device_only():
                 node.host_ref_counter += 1
                 c._update_evictable_leaf_sets(node)
             return 0
@@ -112,7 +117,7 @@ class FullComponent(Component):
     def release_component_lock(self, node: UNode, skips: dict | None, lock_host: bool = False) -> None:
         c = self.cache
         if lock_host:
-            if node.host_value is None or node.host_ref_counter == 0:
+            if node.host_ref_counter == 0 or node.host_value is None and not self._pins_device_only():
                 return
             node.host_ref_counter -= 1
             c._update_evictable_leaf_sets(node)
@@ -132,6 +137,9 @@ class FullComponent(Component):
             if cur.full_lock_ref == 0:
                 c._update_evictable_leaf_sets(cur)
             cur = cur.parent
+
+    def _pins_device_only(self) -> bool:
+        return self.cache.flags.write_back_pins_device_only and self.cache.write_policy == "write_back"
 
     def split(self, new: UNode, child: UNode) -> None:
         n = len(new.key)
@@ -173,13 +181,17 @@ class MambaComponent(Component):
         c = self.cache
         lru = c.mamba_lru_list
         x = lru.get_lru_no_lock()
+        rounds = 0
         while tracker[MAMBA] < mamba_num and x is not None and lru.in_list(x):
+            rounds += 1
+            if rounds > LOOP_LIMIT:
+                raise Livelock("the Mamba eviction walk makes no progress")
             if x.mamba_value is None:
                 raise CacheAssertion("")
             if x in c.evictable_device_leaves:
                 x_next = lru.get_prev_no_lock(x)
                 c._evict_device_leaf(x, tracker)
-                if not lru.in_list(x_next):
+                if not lru.in_list(x_next) and (x_next is not None or not c.flags.evict_walk_0_5_17):
                     x_next = lru.get_lru_no_lock()
                 x = x_next
             else:

@@ -15,10 +15,57 @@ protected counters equal the sizes of the unlocked and locked device data.
 """
 from __future__ import annotations
 
+import types
+
 from ..errors import CacheAssertion
-from ..trace_hooks import simulated
+from ..trace_hooks import register, simulated
 from .components import ALL, DEVICE, FULL, HOST, MAMBA
 from .node import UNode
+
+
+def _inc_lock_ref(cache, node: UNode) -> dict:
+    skips: dict = {}
+    delta = 0
+    for comp in cache.components:
+        delta += comp.acquire_component_lock(node, skips)
+    cache._update_evictable_leaf_sets(node)
+    cache.last_lock_delta = delta
+    return skips
+
+
+def _dec_lock_ref(cache, node: UNode, skips: dict | None) -> None:
+    for comp in cache.components:
+        comp.release_component_lock(node, skips)
+    cache._update_evictable_leaf_sets(node)
+
+
+def _inc_host_lock_ref(cache, node: UNode) -> dict:
+    skips: dict = {}
+    for comp in cache.components:
+        comp.acquire_component_lock(node, skips, lock_host=True)
+    cache._update_evictable_leaf_sets(node)
+    return skips
+
+
+def _dec_host_lock_ref(cache, node: UNode, skips: dict | None) -> None:
+    for comp in cache.components:
+        comp.release_component_lock(node, skips, lock_host=True)
+    cache._update_evictable_leaf_sets(node)
+
+
+def _tree_core_call(cache, fn, node, *args):
+    """0.5.17's tree core method: look the node up by id, then do the work."""
+    cache.node_by_id(node)
+    return fn(cache, node, *args)
+
+
+# one copy of ``_tree_core_call`` per lock method, named as it: a call chain shows the controller's method and the
+# tree core's, as SGLang's does
+_CORE = {}
+for _fn, _name in ((_inc_lock_ref, "inc_lock_ref"), (_dec_lock_ref, "dec_lock_ref"),
+                   (_inc_host_lock_ref, "inc_host_lock_ref"), (_dec_host_lock_ref, "dec_host_lock_ref")):
+    _copy = types.FunctionType(_tree_core_call.__code__.replace(co_name=_name), globals(), _name)
+    _CORE[_fn] = register(_copy, _name)
 
 
 class Eviction:
@@ -49,35 +96,32 @@ class Eviction:
 
     # --- locks ---
     @simulated
+    def node_by_id(self, node: UNode) -> UNode:
+        """0.5.17's arena lookup: a node unlinked from the tree is no longer registered."""
+        if node.id not in self.arena:
+            raise KeyError(node.id)
+        return node
+
+    def _core(self, fn, node: UNode, *args):
+        """From 0.5.17 the controller's lock methods call the tree core's, which look the node up first."""
+        return fn(self, node, *args) if self.arena is None else _CORE[fn](self, fn, node, *args)
+
+    @simulated
     def inc_lock_ref(self, node: UNode) -> dict:
         """Lock ``node``'s path (Full) and its state (Mamba); the skipped node ids, for the matching unlock."""
-        skips: dict = {}
-        delta = 0
-        for comp in self.components:
-            delta += comp.acquire_component_lock(node, skips)
-        self._update_evictable_leaf_sets(node)
-        self.last_lock_delta = delta
-        return skips
+        return self._core(_inc_lock_ref, node)
 
     @simulated
     def dec_lock_ref(self, node: UNode, skips: dict | None = None) -> None:
-        for comp in self.components:
-            comp.release_component_lock(node, skips)
-        self._update_evictable_leaf_sets(node)
+        self._core(_dec_lock_ref, node, skips)
 
     @simulated
     def inc_host_lock_ref(self, node: UNode) -> dict:
-        skips: dict = {}
-        for comp in self.components:
-            comp.acquire_component_lock(node, skips, lock_host=True)
-        self._update_evictable_leaf_sets(node)
-        return skips
+        return self._core(_inc_host_lock_ref, node)
 
     @simulated
     def dec_host_lock_ref(self, node: UNode, skips: dict | None = None) -> None:
-        for comp in self.components:
-            comp.release_component_lock(node, skips, lock_host=True)
-        self._update_evictable_leaf_sets(node)
+        self._core(_dec_host_lock_ref, node, skips)
 
     # --- eviction ---
     @simulated
@@ -147,6 +191,8 @@ class Eviction:
         self.detach_count += 1
         if v is not node:
             raise CacheAssertion("")
+        if self.arena is not None:
+            self.arena.discard(node.id)
 
     @simulated
     def _iteratively_delete_tombstone_leaf(self, deleted: UNode, tracker: dict) -> None:
@@ -190,6 +236,8 @@ class Eviction:
         if not node.backuped:
             if self.write_policy == "write_back":
                 if self.write_backup(node, write_back=True) == 0:
+                    if self.flags.evict_walk_0_5_17:
+                        self.drop_subtree_no_host(node, tracker)
                     return
                 self.writing_check(write_back=True)
                 self._evict_to_host(node, tracker)
@@ -203,6 +251,43 @@ class Eviction:
             self._iteratively_delete_tombstone_leaf(node, tracker)
             return
         self._evict_to_host(node, tracker)
+
+    @simulated
+    def drop_subtree_no_host(self, node: UNode, tracker: dict) -> bool:
+        """0.5.17's write-back fallback when a D-leaf's backup fails: drop the leaf with its host-only subtree,
+        unless a lock holds any of it."""
+        if not self._is_device_leaf(node):
+            raise CacheAssertion(f"node {node.id} is not a D-leaf")
+        if node.backuped or node.wt_pending is not None:
+            raise CacheAssertion("")
+        if node.host_ref_counter > 0 or node.host_mamba_ref_counter > 0:
+            return False
+        below, stack = [], list(node.children.values())
+        while stack:
+            cur = stack.pop()
+            if cur.full_lock_ref or cur.mamba_lock_ref or cur.host_ref_counter or cur.host_mamba_ref_counter:
+                return False
+            below.append(cur)
+            stack.extend(cur.children.values())
+        for d in reversed(below):
+            if not (d.evicted and d.backuped):
+                raise CacheAssertion(f"node {d.id} not host-only")
+            if d.wt_pending is not None:
+                raise CacheAssertion("")
+            self._release_all_component_layers(d, tracker)
+            self._remove_leaf_from_parent(d)
+        self._release_all_component_layers(node, tracker)
+        parent = node.parent
+        self._remove_leaf_from_parent(node)
+        self._update_evictable_leaf_sets(parent)
+        self._iteratively_delete_tombstone_leaf(node, tracker)
+        return True
+
+    def _release_all_component_layers(self, node: UNode, tracker: dict) -> None:
+        for comp in self.components:
+            self._evict_component_and_detach_lru(node, comp, ALL, tracker)
+        self.evictable_device_leaves.discard(node)
+        self.evictable_host_leaves.discard(node)
 
     @simulated
     def _evict_host_leaf(self, node: UNode, tracker: dict) -> None:

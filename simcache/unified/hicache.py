@@ -252,6 +252,13 @@ class HostTier:
 
     @simulated
     def check_hicache_events(self) -> None:
+        if self.arena is not None:  # 0.5.17: the storage counts are taken before the write and load checks
+            limits = self.storage_queue_sizes()
+            self.writing_check()
+            self.loading_check()
+            if self.enable_storage:
+                self._drain_storage_control_queues_impl(limits)
+            return
         self.writing_check()
         self.loading_check()
         if self.enable_storage:

@@ -21,9 +21,14 @@ from ..real.run import FIELDS
 from ..requests import Request
 from ..versions import Flags
 from .cache import UnifiedRadixCache
+from .components import Livelock
 from .versions import preset as preset_flags
 
 PF = "pf"
+HANG = object()
+# an operation that never ends (both sides stop it the same way: see ``components.Livelock`` and
+# ``simcache.real.unified.env``'s watchdog)
+HANG_FIELDS = dict(outcome="hang: the operation loops forever", sig="hang", raised_in=None, chain=[])
 POOLS = ("device_kv", "device_mamba", "host_kv", "host_mamba")
 
 
@@ -202,6 +207,7 @@ def run_model(cfg: dict, ops: list[tuple[str | None, dict]], preset: str) -> dic
     drv = UnifiedDriver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
     status, crash, step, first_stale = [], None, None, None
     for i, (_, op) in enumerate(ops):
+        cache.host_queries = 0
         try:
             drv.apply(op, i)
             status.append(APPLIED)
@@ -209,6 +215,10 @@ def run_model(cfg: dict, ops: list[tuple[str | None, dict]], preset: str) -> dic
             status.append(s.code)
         except SimcacheError:
             raise
+        except Livelock:
+            status.append(RAISED)
+            crash, step = HANG, i
+            break
         except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
             status.append(RAISED)
             crash, step = crash_from(e), i
@@ -217,7 +227,11 @@ def run_model(cfg: dict, ops: list[tuple[str | None, dict]], preset: str) -> dic
         if first_stale is None and state(cache, drv.live.values())["stale_final"]:
             first_stale = i
     st = state(cache, list(drv.live.values()))
-    head = dict(outcome="clean", sig=None, raised_in=None, chain=[]) if crash is None else dict(
-        outcome=crash.outcome, sig=short_sig(crash), raised_in=crash.function, chain=list(crash.stack))
+    if crash is None:
+        head = dict(outcome="clean", sig=None, raised_in=None, chain=[])
+    elif crash is HANG:
+        head = dict(HANG_FIELDS)
+    else:
+        head = dict(outcome=crash.outcome, sig=short_sig(crash), raised_in=crash.function, chain=list(crash.stack))
     out = dict(head, step=step, status="".join(status), first_stale=first_stale, **st)
     return {k: out[k] for k in FIELDS}

@@ -7,10 +7,47 @@ controller reports the L3 hit count on ``prefetch_hit_queue`` and the drain rese
 from __future__ import annotations
 
 from ..controller import MambaTransfer
-from ..trace_hooks import simulated
+from ..trace_hooks import register, simulated
 from .components import MAMBA
 from .hicache import InFlightPrefetch
 from .node import UNode
+
+
+# SGLang's drain steps are functions nested in ``_drain_storage_control_queues_impl``; a call chain names them
+def _drain_revoke(cache, n: int) -> None:
+    for _ in range(n):
+        cache._revoke_pending_prefetch(cache.controller.prefetch_revoke_queue.popleft())
+
+
+def _drain_and_alloc_storage_hit(cache, n: int) -> None:
+    for _ in range(n):
+        cache._alloc_storage_hit(cache.controller.prefetch_hit_queue.popleft())
+
+
+def _drain_backup(cache, n: int) -> None:
+    for _ in range(n):
+        op = cache.controller.ack_backup_queue.popleft()
+        entry = cache.ongoing_backup.pop(op.id, None)
+        if entry is not None:
+            cache.dec_host_lock_ref(*entry)
+
+
+def _drain_release(cache, n: int) -> None:
+    q = cache.controller.host_mem_release_queue
+    released = [s for _ in range(n) for s in q.popleft()]
+    if released:
+        cache.pools.host_kv.free(released)
+
+
+def _drain_extra_release(cache, n: int) -> None:
+    q = cache.controller.mamba_release_queue
+    released = [s for _ in range(n) for s in q.popleft()]
+    if released:
+        cache.pools.host_mamba.free(released)
+
+
+for _fn in (_drain_revoke, _drain_and_alloc_storage_hit, _drain_backup, _drain_release, _drain_extra_release):
+    register(_fn)
 
 
 class Storage:
@@ -75,8 +112,9 @@ class Storage:
             del self.ongoing_prefetch[req_id]
             cc.prefetch_tokens_occupied -= len(info.key)
             return True
-        result = self._insert_helper_host(info.last_host_node, info.key[:completed], host[:completed],
-                                          hashes[: completed // self.page_size])
+        insert = self.insert_host if self.arena is not None else self._insert_helper_host
+        result = insert(info.last_host_node, info.key[:completed], host[:completed],
+                        hashes[: completed // self.page_size])
         if result.host_insert_dropped:
             cc.append_host_mem_release(host[:completed])
             cc.release_mamba(info.mamba)
@@ -105,30 +143,25 @@ class Storage:
             self.mamba_host_lru_list.insert_mru(target)
         result.mamba_exist = False
 
-    @simulated
-    def drain_storage_control_queues(self) -> None:
-        """Each queue drained up to the length it had when the drain began (what arrives meanwhile, such as a
-        release queued by a revoke in this drain, waits for the next one)."""
+    def storage_queue_sizes(self) -> list[int]:
         cc = self.controller
-        limits = [len(q) for q in (cc.prefetch_revoke_queue, cc.prefetch_hit_queue, cc.ack_backup_queue,
-                                   cc.host_mem_release_queue, cc.mamba_release_queue)]
-        for _ in range(limits[0]):
-            self._revoke_pending_prefetch(cc.prefetch_revoke_queue.popleft())
-        for _ in range(limits[1]):
-            self._alloc_storage_hit(cc.prefetch_hit_queue.popleft())
-        for _ in range(limits[2]):
-            op = cc.ack_backup_queue.popleft()
-            entry = self.ongoing_backup.pop(op.id, None)
-            if entry is not None:
-                self.dec_host_lock_ref(*entry)
-        released = [s for _ in range(limits[3]) for s in cc.host_mem_release_queue.popleft()]
-        if released:
-            self.pools.host_kv.free(released)
-        mamba = [s for _ in range(limits[4]) for s in cc.mamba_release_queue.popleft()]
-        if mamba:
-            self.pools.host_mamba.free(mamba)
+        return [len(q) for q in (cc.prefetch_revoke_queue, cc.prefetch_hit_queue, cc.ack_backup_queue,
+                                 cc.host_mem_release_queue, cc.mamba_release_queue)]
 
     @simulated
+    def drain_storage_control_queues(self) -> None:
+        self._drain_storage_control_queues_impl(self.storage_queue_sizes())
+
+    @simulated
+    def _drain_storage_control_queues_impl(self, limits: list[int]) -> None:
+        """Each queue drained up to the length it had when the counts were taken (what arrives meanwhile, such as
+        a release queued by a revoke in this drain, waits for the next drain)."""
+        _drain_revoke(self, limits[0])
+        _drain_and_alloc_storage_hit(self, limits[1])
+        _drain_backup(self, limits[2])
+        _drain_release(self, limits[3])
+        _drain_extra_release(self, limits[4])
+
     def _alloc_storage_hit(self, op) -> None:
         """0.5.16's storage-hit drain: reserve the hit's host KV, evicting host leaves once, else a shorter
         page-aligned prefix of at least the threshold, else revoke the prefetch."""

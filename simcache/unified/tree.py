@@ -114,6 +114,8 @@ class TreeOps:
     def _new_node(self, key=()) -> UNode:
         n = UNode(self.next_id, self.clock, key)
         self.next_id += 1
+        if self.arena is not None:
+            self.arena.add(n.id)
         return n
 
     @simulated
@@ -230,6 +232,12 @@ class TreeOps:
         self.mamba_lru_list.reset_node_mru(node)
         node.last_access_time = self.clock.tick()
         result.mamba_exist = True
+
+    @simulated
+    def insert_host(self, node: UNode, key, host_value: list[int], hashes: list[str]) -> InsertResult:
+        """0.5.17's name for the host insert, which first looks its anchor up by id."""
+        self.node_by_id(node)
+        return self._insert_helper_host(node, key, host_value, hashes)
 
     @simulated
     def _insert_helper_host(self, node: UNode, key, host_value: list[int], hashes: list[str]) -> InsertResult:

@@ -5,7 +5,8 @@
 | ``unified_0_5_16`` | sglang 0.5.16 (2026-07-25) | host KV of a prefetch reserved when its L3 hit count arrives |
 | ``unified_0_5_17`` | sglang 0.5.17 (2026-08-08) | #31902 drops a refill under an un-backed-up node (write-through) |
 
-0.5.17 also discards a prefetch whose Mamba state did not fully arrive (all or nothing).
+0.5.17 also discards a prefetch whose Mamba state did not fully arrive (all or nothing), drops a write-back leaf
+whose backup fails together with its host-only subtree, and ends its Mamba eviction walk at the MRU end.
 
 ``git grep drop_refill_under_unbacked`` shows where #31902 touches the model. Both presets run under either write
 policy (the scenario's ``policy``).
@@ -25,6 +26,20 @@ class UnifiedFlags:
     # check_prefetch_progress: a prefetch with a Mamba transfer is kept only if every page and the state arrived
     # (0.5.17's _sync_and_check_hybrid_prefetch_result); else all of it is released
     prefetch_all_or_nothing: bool = False
+    # _evict_components: under write-back, a D-leaf whose backup fails is dropped with its host-only subtree
+    # (drop_subtree_no_host) instead of staying on device; the Mamba walk ends when its cursor runs off the MRU end
+    # (0.5.16's restarts at the LRU end, and loops forever on a leaf whose backup keeps failing)
+    evict_walk_0_5_17: bool = False
+    # Full's host lock: under write-back it pins a node without host KV too (a device-only prefetch anchor)
+    write_back_pins_device_only: bool = False
+    # nodes live in an arena by id: unlinking a node unregisters it, and the controller's later calls with its id
+    # (a lock release, a prefetch's host insert) raise KeyError in node_by_id; the controller calls the tree
+    # core's lock methods of the same name, and its event check drains the storage queues with counts it took
+    # before the write and load checks
+    tree_core_api: bool = False
+    # the tree core is built and then reset: its nodes (root, LRU sentinels) are made twice, which shifts node ids
+    # and the access clock
+    tree_core_resets_twice: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -33,7 +48,9 @@ class UnifiedFlags:
 FLAG_NAMES = tuple(f.name for f in fields(UnifiedFlags))
 PRESETS: dict[str, UnifiedFlags] = {
     "unified_0_5_16": UnifiedFlags(),
-    "unified_0_5_17": UnifiedFlags(drop_refill_under_unbacked=True, prefetch_all_or_nothing=True),
+    "unified_0_5_17": UnifiedFlags(drop_refill_under_unbacked=True, prefetch_all_or_nothing=True,
+                                   evict_walk_0_5_17=True, write_back_pins_device_only=True,
+                                   tree_core_api=True, tree_core_resets_twice=True),
 }
 RELEASE_OF = {"unified_0_5_16": "0.5.16", "unified_0_5_17": "0.5.17"}  # the wheel each preset models
 

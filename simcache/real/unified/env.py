@@ -23,12 +23,35 @@ from types import SimpleNamespace
 
 from numpy import float64
 
+from ...unified.cache import WATCHDOG
 from ..env import POOLS
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
 from . import fakes, stubs
 
 MC = "sglang.srt.mem_cache"
+
+
+# WATCHDOG: host pool size queries in one operation; beyond, the real code is looping (the model stops at the same
+# query, so both leave the same state)
+
+
+class Looping(BaseException):
+    """Raised by the watchdog out of a real operation that would never end (a BaseException: SGLang's own
+    ``except Exception`` handlers must not swallow it)."""
+
+
+class _WatchedHostPool(FreeListPool):
+    """The host KV pool, counting ``available_size`` queries: every backup attempt makes one, so a walk that retries
+    a failing backup forever makes unboundedly many."""
+
+    queries = 0
+
+    def available_size(self) -> int:
+        self.queries += 1
+        if self.queries > WATCHDOG:
+            raise Looping()
+        return super().available_size()
 
 
 class UnifiedEnv:
@@ -57,7 +80,7 @@ class UnifiedEnv:
         self.alloc = fakes.DeviceKVAllocator(cfg["device_kv"], self.ledger)
         self.rtp = fakes.HybridReqToTokenPool(FakeMambaPool(cfg["device_mamba"], self.ledger), cfg["device_mamba"] + 1,
                                               max_ctx, self.extra_buffer)
-        self.host_kv = FreeListPool("host_kv", cfg["host_kv"], self.ledger, ps)
+        self.host_kv = _WatchedHostPool("host_kv", cfg["host_kv"], self.ledger, ps)
         self.host_mamba = FreeListPool("host_mamba", cfg["host_mamba"], self.ledger)
         self.cc = fakes.UnifiedController(self.alloc, self.host_kv, self.rtp.mamba_pool, self.host_mamba,
                                           cfg["policy"], page_size=ps, prefetch_threshold=cfg["prefetch_threshold"],

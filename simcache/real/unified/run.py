@@ -15,10 +15,11 @@ from ...errors import ScenarioError, SimcacheError
 from ...operations import APPLIED, NO_ROOM, NO_SLOTS, RAISED, Skip
 from ...scenario import Scenario
 from ...scheduler import Schedule
+from ...unified.run import HANG_FIELDS
 from ..driver import RealDriver
 from ..loader import Loaded
 from ..run import FIELDS, exception_fields, linear_ops
-from .env import UnifiedEnv
+from .env import Looping, UnifiedEnv
 
 
 class UnifiedDriver(RealDriver):
@@ -97,6 +98,7 @@ def run_unified(scenario: Scenario, loaded: Loaded, schedule: str | Schedule | N
         crash, step, first_stale = None, None, None
         for i, (_, op) in enumerate(linear):
             env.remember()
+            env.host_kv.queries = 0
             try:
                 drv.apply(op, i)
                 status.append(APPLIED)
@@ -104,6 +106,10 @@ def run_unified(scenario: Scenario, loaded: Loaded, schedule: str | Schedule | N
                 status.append(s.code)
             except SimcacheError:
                 raise
+            except Looping:
+                status.append(RAISED)
+                crash, step = dict(HANG_FIELDS, chain_lines=[]), i
+                break
             except Exception as e:  # noqa: BLE001 -- the real cache's exceptions are results
                 status.append(RAISED)
                 crash, step = exception_fields(e, loaded.real_files), i
