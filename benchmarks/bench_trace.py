@@ -6,7 +6,7 @@
 The matrix (``benchmarks/matrix.py``: prompts of about 50, 300 and 2,000 tokens, page sizes 1 and 16, the three
 write policies): per cell, ``simcache run FILE --json`` in-process against the same operations replayed with
 tracing off (``ops_run.execute`` without a recorder), alternating, medians; and the run's peak resident memory in a
-fresh process (``ru_maxrss``). The worst cell (time ratio, then memory) is the headline; the whole matrix follows and
+fresh process (``VmHWM``). The worst cell (time ratio, then memory) is the headline; the whole matrix follows and
 is written to ``build/bench_trace.md``. ``--quick``: fewer requests per cell.
 
 ``--classic``: the older single-workload rows below, on ``bench_cache.workload``.
@@ -17,8 +17,9 @@ Every figure is measured in this one run; the baseline of each ratio is the same
 off (``ops_run.execute`` without a recorder), interleaved with the traced runs so machine load hits both alike.
 
 - ``run``: ``python -m simcache run FILE --json`` in-process (events, holders, went-stale / cleaned-up, invariants
-  at operation boundaries; no snapshots), and its peak resident memory in a fresh process (``ru_maxrss``; the
-  interpreter with torch imported is part of it and is printed separately).
+  at operation boundaries; no snapshots), and its peak resident memory in a fresh process (``VmHWM``, not
+  ``ru_maxrss``, which also counts this benchmark's own size at the fork; the interpreter with torch imported is
+  part of it and is printed separately).
 - ``scale``: the same at ``--scale`` times the requests: time and memory ratios.
 - ``seek``: ``trace.snapshots[i]`` for random micro-steps with no rebuilt snapshot cached (state rebuild only),
   then building the frame's DOT (rendering measured separately).
@@ -55,11 +56,23 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--dis
 MEASURE = r"""
 import io, json, resource, sys, time, contextlib
 sys.path.insert(0, {root!r})
+
+
+def peak():
+    # this process's own high-water mark (VmHWM): ru_maxrss also counts the parent's size at the fork (Linux keeps
+    # it across exec), so a benchmark that has grown reads its own size in every child
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 import torch, simcache.cli  # the interpreter's own footprint, before the run
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+base = peak()
 with contextlib.redirect_stdout(io.StringIO()):
     rc = simcache.cli.main(["run", {path!r}, "--preset", {preset!r}, "--json"])
-print(json.dumps(dict(rc=rc, base_mb=base, peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+print(json.dumps(dict(rc=rc, base_mb=base, peak_mb=peak())))
 """
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..node import TreeNode
-from ..pools import kv_extend
+from ..pools import _has_repeats, kv_extend
 from ..state import held_by
 from .one_pass import _H0, _M
 from .tracked import _MOVED, _POOL_NAMES, _REKIDS, TrackedNode
@@ -114,6 +114,7 @@ class BoundaryState:
         # a big pool's kv check reads only the slots whose data (``SlotPool.on_write``) or wanted content changed
         # since the last boundary (``dirty``; ``None``: all of them) and keeps the owned slots that differ (``kv_bad``)
         self.kv_bad: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
+        self._stamp: dict[str, np.ndarray] = {}  # a big pool's scratch for ``_repeats``
         self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
         for p in _POOL_NAMES:
             if self.big[p]:
@@ -352,17 +353,18 @@ class BoundaryState:
         refs, cnt, exp, mask, want = self.refs[pool], self.cnt[pool], self.exp[pool], self.mask[pool], self.want[pool]
         changed = []
         listed = []
+        rep = self._repeats
         if rm:
             i = _ix(rm)
             listed.append(i)
-            if _repeated(rm):
+            if rep(pool, rm, i):
                 np.subtract.at(refs, i, 1)
             else:
                 refs[i] -= 1
         if cm:
-            u = _ix(cm)
+            u = i if cm == rm else _ix(cm)  # (usually the same slots: those whose content a share knows)
             c0 = cnt[u]
-            if _repeated(cm):
+            if rep(pool, cm, u):
                 u, k = np.unique(u, return_counts=True)
                 c0 = cnt[u]
                 c1 = c0 - k
@@ -380,13 +382,13 @@ class BoundaryState:
         if rp:
             i = _ix(rp)
             listed.append(i)
-            if _repeated(rp):
+            if rep(pool, rp, i):
                 np.add.at(refs, i, 1)
             else:
                 refs[i] += 1
         if cp:
-            u, w = _ix(cp), np.fromiter(cw, dtype=np.int64, count=len(cw))
-            if _repeated(cp):
+            u, w = (i if cp == rp else _ix(cp)), np.fromiter(cw, dtype=np.int64, count=len(cw))
+            if rep(pool, cp, u):
                 u, first, k = np.unique(u[::-1], return_index=True, return_counts=True)
                 w = w[len(w) - 1 - first]  # each slot's last wanted value
                 c0 = cnt[u]
@@ -415,7 +417,7 @@ class BoundaryState:
             listed.append(_ix(events))
         if listed:
             s = np.concatenate(listed) if len(listed) > 1 else listed[0]
-            if _repeated(rm + rp + events):
+            if rep(pool, None, s):
                 s = np.unique(s)
             lm = self.loose_mask[pool]
             now = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
@@ -423,6 +425,16 @@ class BoundaryState:
             lm[s] = now
         for q in (rp, rm, cp, cm, cw, events):
             q.clear()
+
+    def _repeats(self, pool: str, slots: list | None, idx: np.ndarray) -> bool:
+        """Whether a slot occurs twice: by hashing a short list, by this pool's scratch array for a long one (a
+        request's thousands: one numpy step costs less than hashing them)."""
+        if slots is not None and len(slots) < 256:
+            return len(set(slots)) < len(slots)
+        stamp = self._stamp.get(pool)
+        if stamp is None:
+            stamp = self._stamp[pool] = np.zeros(self.pools[pool].size, dtype=np.int64)
+        return _has_repeats(idx, stamp)
 
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
@@ -487,7 +499,3 @@ class BoundaryState:
 def _ix(slots) -> np.ndarray:
     return np.fromiter(slots, dtype=np.int64, count=len(slots))
 
-
-def _repeated(slots: list) -> bool:
-    """Whether a slot occurs twice in the list (hashing in C costs less than numpy calls on a few hundred)."""
-    return len(set(slots)) < len(slots)
