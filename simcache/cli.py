@@ -8,16 +8,16 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
 
+from .cli_commands import cmd_scenarios, cmd_workload
 from .cli_numbers import LIMITS, MAX_JOBS, MAX_WORKLOAD_TURNS, UsageError, decimal, whole  # noqa: F401 -- re-exported
-from .cli_numbers import jobs as parse_jobs
+from .cli_output import _OUTPUT_ERRNOS, _SIGNED, _drop_stdout, _guard_signed, _say, one_line  # noqa: F401 -- re-exported
 from .errors import OutputError, SimcacheError, shown
-from .transcript import damage_lines, transcript
-from .versions import PRESET_DESCRIPTIONS, PRESETS, parse_flag
+from .transcript import transcript
+from .versions import PRESETS, parse_flag
 from .workload import WorkloadSpec
 
 AGAINST_REAL_HELP = ("also run it on SGLang's own cache code and state the real outcome in the header: a release "
@@ -106,30 +106,6 @@ def _against_real(run, a) -> tuple[str, dict] | None:
     from .real.compare import against_real
 
     return against_real(run, word)
-
-
-def cmd_scenarios(a) -> int:
-    from .scenario import gallery, load
-
-    items = []
-    for name in gallery():
-        sc = load(name)
-        items.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
-                          expect={p: e.get("outcome") for p, e in sc.expect.items()},
-                          damage={p: damage_lines(e.get("double_frees") or [], e.get("leaked") or {})
-                                  for p, e in sc.expect.items()}))
-    if a.json:
-        print(json.dumps(items, indent=1))
-    else:
-        width = max(len(i["name"]) for i in items) + 2
-        for it in items:
-            print(f"{it['name']:<{width}} {it['title']}")
-            for p, o in it["expect"].items():  # the outcome, and what a clean-looking run still broke
-                hurt = it["damage"].get(p)
-                what = "assertion" if o == "assertion" else "no assertion"
-                print(f"{'':{width}} {p:<13} {what}" + (f"; damage: {'; '.join(hurt)}" if hurt else ""))
-        print("\npresets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items()))
-    return 0
 
 
 def cmd_export(a) -> int:
@@ -241,40 +217,6 @@ def cmd_explore(a) -> int:
     return cli_explore(a)
 
 
-def cmd_workload(a) -> int:
-    from .progress import progress_for
-    from .versions import PRESETS as known
-    from .workload import crash_rates, table
-
-    bad = [p for p in a.presets if p not in known]
-    if bad:
-        raise UsageError(f"unknown preset(s) {', '.join(shown(p, 40) for p in bad[:5])}; choose from "
-                         f"{', '.join(known)}")
-    if len(set(a.presets)) != len(a.presets):
-        raise UsageError("--presets names a preset twice; name each once")
-    streams, requests = whole("streams", a.streams), whole("requests", a.requests)
-    seed, jobs = whole("seed", a.seed), parse_jobs(a.jobs)
-    pressures = [decimal("pressures", p) for p in a.pressures]
-    if len(pressures) > 100:
-        raise UsageError("--pressures takes at most 100 values")
-    turns = streams * requests * len(a.presets) * len(pressures)
-    if turns > MAX_WORKLOAD_TURNS:
-        raise UsageError(f"this workload has {turns:,} chat turns (streams x requests x presets x pressures); keep "
-                         f"it under {MAX_WORKLOAD_TURNS:,}")
-    bar = progress_for("workload", a.progress)
-    try:
-        rows = crash_rates(a.presets, pressures, streams, seed, jobs, WorkloadSpec(requests=requests), bar)
-    finally:
-        if bar is not None:
-            bar.close()
-    print(json.dumps(rows, indent=1) if a.json else table(rows))
-    if a.signatures and not a.json:
-        for r in rows:
-            for sig, n in r["signatures"].items():
-                print(f"{r['preset']:>14} p={r['pressure']:<5g} {n:4d}  {sig}")
-    return 0
-
-
 def _trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", metavar="A:B", help="trace only operations A..B-1 (the ones before A still run, "
                                                 "untraced); narrows a long run, e.g. --ops 0:500")
@@ -372,17 +314,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-# what print() to a full disk, a closed descriptor or a failing device raises (no file name: it is stdout)
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EBADF, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EINVAL}
-_SIGNED = re.compile(r"-(?:inf|infinity|nan|[0-9.]+[eE][-+]?[0-9]+|[0-9]*:[0-9]*)", re.IGNORECASE)
-
-
-def _guard_signed(argv: Sequence[str]) -> list[str]:
-    """argparse takes ``-inf``, ``-1e3`` or ``-1:3`` for an option name; a leading space makes it a value (checked
-    later)."""
-    return [" " + t if isinstance(t, str) and _SIGNED.fullmatch(t) else t for t in argv]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 any outcome, 1 output failed, 2 bad input, 130 Ctrl-C)."""
     try:
@@ -422,32 +353,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _drop_stdout()
         _say(f"cannot write the output: {e.strerror or e}; free some space or write it elsewhere")
         return 1
-
-
-def one_line(text: str, word: int = 200) -> str:
-    """``text`` as one printable line: control characters escaped, any word over ``word`` characters cut."""
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return re.sub(rf"\S{{{word + 1},}}", lambda m: f"{m.group()[:40]}... ({len(m.group()):,} characters)", text)
-
-
-def _say(sentence: str) -> None:
-    if sys.stderr is None:  # started with stderr closed: print(file=None) would write to stdout
-        return
-    try:
-        print(f"simcache: {sentence}", file=sys.stderr)
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
-def _drop_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush of unwritable output raises nothing more."""
-    try:
-        fd = sys.stdout.fileno()
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, fd)
-        os.close(null)
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 if __name__ == "__main__":
