@@ -21,16 +21,18 @@ REPO = Path(__file__).resolve().parent.parent
 REPRO = REPO / "repro" / "unified_prefetch_refill"
 
 
-def run_repro(version: str, tmp_path: Path) -> dict[str, str]:
-    """test name -> "passed" or its failure message (first line) and the text of the failure."""
-    try:
-        load_unified(version)  # fetch (or find) the wheel here, so a missing index is a skip, not a failure
-    except SourceError as e:
-        if "cannot reach" in str(e) or "HTTP" in str(e):
-            pytest.skip(f"the package index cannot be reached, so the {version} wheel cannot be fetched: {e}")
-        raise
-    report = tmp_path / f"{version}.xml"
-    env = {**os.environ, "SGLANG_VERSION": version}
+def run_repro(versions: list[str], tmp_path: Path) -> dict[str, str]:
+    """test name -> "passed" or its failure message (first line) and the text of the failure; one pytest session
+    runs every version (each has its own test classes)."""
+    for version in versions:
+        try:
+            load_unified(version)  # fetch (or find) the wheel here, so a missing index is a skip, not a failure
+        except SourceError as e:
+            if "cannot reach" in str(e) or "HTTP" in str(e):
+                pytest.skip(f"the package index cannot be reached, so the {version} wheel cannot be fetched: {e}")
+            raise
+    report = tmp_path / "repro.xml"
+    env = {**os.environ, "SGLANG_VERSION": ",".join(versions)}
     env.pop("SGLANG_PATH", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
                            str(REPRO)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -44,21 +46,21 @@ def run_repro(version: str, tmp_path: Path) -> dict[str, str]:
     return out
 
 
-def test_the_reproducer_fails_on_0_5_16_at_the_detached_leaf_and_at_sglangs_assertion(tmp_path):
-    got = run_repro("0.5.16", tmp_path)
-    assert sorted(got) == ["TestPrefetchRefillUnderUnbackedParent.test_evictions_leave_no_detached_node_in_a_leaf_set",
-                           "TestPrefetchRefillUnderUnbackedParent."
-                           "test_evictions_run_to_completion_without_freeing_a_slot_twice",
-                           "TestUnderWriteBack.test_the_same_steps_under_write_back_run_clean"]
-    detached = got["TestPrefetchRefillUnderUnbackedParent.test_evictions_leave_no_detached_node_in_a_leaf_set"]
-    assert "after evict(3), a leaf set holds nodes no longer in the tree: {'host': ['[9,9]']}" in detached
-    crash = got["TestPrefetchRefillUnderUnbackedParent.test_evictions_run_to_completion_without_freeing_a_slot_twice"]
+def test_the_reproducer_fails_on_0_5_16_at_the_detached_leaf_and_at_sglangs_assertion_and_passes_on_0_5_17(
+        tmp_path):
+    got = run_repro(["0.5.16", "0.5.17"], tmp_path)
+    race, wb = "TestPrefetchRefillUnderUnbackedParent", "TestUnderWriteBack"
+    detached = "test_evictions_leave_no_detached_node_in_a_leaf_set"
+    twice = "test_evictions_run_to_completion_without_freeing_a_slot_twice"
+    clean = "test_the_same_steps_under_write_back_run_clean"
+    assert sorted(got) == sorted(f"{cls}_{v}.{t}" for v in ("0_5_16", "0_5_17")
+                                 for cls, t in ((race, detached), (race, twice), (wb, clean)))
+    assert "after evict(3), a leaf set holds nodes no longer in the tree: {'host': ['[9,9]']}" in \
+        got[f"{race}_0_5_16.{detached}"]
+    crash = got[f"{race}_0_5_16.{twice}"]
     assert crash.splitlines()[0] == "AssertionError"
     assert "sglang/srt/mem_cache/unified_radix_cache.py:1315: AssertionError" in crash
     assert ">       assert v == node" in crash
-    assert got["TestUnderWriteBack.test_the_same_steps_under_write_back_run_clean"] == "passed"
-
-
-def test_the_reproducer_passes_on_0_5_17(tmp_path):
-    got = run_repro("0.5.17", tmp_path)
-    assert len(got) == 3 and set(got.values()) == {"passed"}
+    passed = {k for k, v in got.items() if v == "passed"}
+    assert passed == {f"{wb}_0_5_16.{clean}", f"{race}_0_5_17.{detached}", f"{race}_0_5_17.{twice}",
+                      f"{wb}_0_5_17.{clean}"}

@@ -4,6 +4,7 @@ Run it on a release (its wheel is fetched once into simcache's cache folder and 
 
     SGLANG_VERSION=0.5.16 python -m pytest repro/unified_prefetch_refill -q    # fails (the bug)
     SGLANG_VERSION=0.5.17 python -m pytest repro/unified_prefetch_refill -q    # passes (#31902)
+    SGLANG_VERSION=0.5.16,0.5.17 python -m pytest repro/unified_prefetch_refill -q    # both, each class per version
 
 or on a checkout: ``SGLANG_PATH=/path/to/sglang SGLANG_VERSION=0.5.16`` (the version says which file layout the
 checkout has: 0.5.16 and the mirror's 7f67965b4 keep the tree in the cache class; 0.5.17 on in a tree core).
@@ -21,18 +22,23 @@ import unittest
 from simcache.real.unified import load_unified
 from simcache.real.unified.driver import RealUnified
 
-VERSION = os.environ.get("SGLANG_VERSION", "0.5.16")
+VERSIONS = os.environ.get("SGLANG_VERSION", "0.5.16").split(",")
 PATH = os.environ.get("SGLANG_PATH")
+_LOADED: dict = {}
 
 
-def build(write_policy: str) -> RealUnified:
+def build(version: str, write_policy: str) -> RealUnified:
     """Device KV 16 slots, host KV 4, device Mamba 8, host Mamba 4, page size 1."""
-    return RealUnified(load_unified(VERSION, path=PATH), write_policy=write_policy)
+    if version not in _LOADED:
+        _LOADED[version] = load_unified(version, path=PATH)
+    return RealUnified(_LOADED[version], write_policy=write_policy)
 
 
-class TestPrefetchRefillUnderUnbackedParent(unittest.TestCase):
+class PrefetchRefillUnderUnbackedParent:
+    version = ""
+
     def setUp(self):
-        self.c = build("write_through")
+        self.c = build(self.version, "write_through")
 
     def reach_the_shape(self):
         c = self.c
@@ -70,12 +76,14 @@ class TestPrefetchRefillUnderUnbackedParent(unittest.TestCase):
         self.assertEqual(self.c.ledger.double_frees(), [])
 
 
-class TestUnderWriteBack(unittest.TestCase):
+class UnderWriteBack:
     """Write-back keeps the refill under [1,2] (#31902 drops it only under write-through), but never deletes a
     node that is not backed up: the evictions back [1,2] and [3,4] up first, so nothing is left detached."""
 
+    version = ""
+
     def test_the_same_steps_under_write_back_run_clean(self):
-        c = build("write_back")
+        c = build(self.version, "write_back")
         self.assertTrue(c.prefetch("R1", [1, 2, 9, 9]))
         if c.target.late_host_alloc:
             c.prefetch_hit("R1", 4)
@@ -90,6 +98,12 @@ class TestUnderWriteBack(unittest.TestCase):
         self.assertTrue(s12.backuped)
         self.assertEqual(c.ledger.double_frees(), [])
 
+
+# one TestCase class per version asked for: TestPrefetchRefillUnderUnbackedParent_0_5_16, TestUnderWriteBack_0_5_16
+for _v in VERSIONS:
+    for _base in (PrefetchRefillUnderUnbackedParent, UnderWriteBack):
+        _name = f"Test{_base.__name__}_{_v.replace('.', '_')}"
+        globals()[_name] = type(_name, (_base, unittest.TestCase), {"version": _v})
 
 if __name__ == "__main__":
     unittest.main()

@@ -48,7 +48,7 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         self.write_policy = config.policy
         self.pools = Pools.create(config.device_kv, config.device_mamba, config.host_kv, config.host_mamba,
                                   config.device)
-        self._watch_host_queries()
+        self.host_queries = 0  # host KV size queries in the current operation (``host_available``)
         self.controller = UnifiedController(self.pools, config.policy, config.page_size, config.auto_complete)
         self.controller.evict_mamba_host = self.evict_mamba_host
         self.controller.evict_mamba = self.evict_mamba
@@ -86,20 +86,14 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         self.cuts: list | None = None
         self.crashed = None
 
-    def _watch_host_queries(self) -> None:
-        """Count the host KV pool's size queries: every backup attempt makes one, so an operation that retries a
-        failing backup forever (0.5.16) makes unboundedly many. It stops at the query where
-        ``simcache.real.unified`` stops the real code, so both leave the same state behind."""
-        pool, size = self.pools.host_kv, self.pools.host_kv.available_size
-        self.host_queries = 0
-
-        def available_size() -> int:
-            self.host_queries += 1
-            if self.host_queries > WATCHDOG:
-                raise Livelock("the operation retries a failing backup forever")
-            return size()
-
-        pool.available_size = available_size
+    def host_available(self) -> int:
+        """The host KV pool's free size, counting the query: every backup attempt makes one, so an operation that
+        retries a failing backup forever (0.5.16) makes unboundedly many. Past ``WATCHDOG`` in one operation it
+        stops where ``simcache.real.unified`` stops the real code, so both leave the same state behind."""
+        self.host_queries += 1
+        if self.host_queries > WATCHDOG:
+            raise Livelock("the operation retries a failing backup forever")
+        return self.pools.host_kv.available_size()
 
     @property
     def flag_values(self) -> dict:

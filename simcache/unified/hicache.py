@@ -61,7 +61,7 @@ class HostTier:
                 return 0
         device_value = node.value
         mamba = [MambaTransfer(None, list(node.mamba_value))] if node.mamba_value is not None else []
-        avail = self.pools.host_kv.available_size()
+        avail = self.host_available()
         if avail < len(device_value):
             needed = len(device_value) - avail
             if self.evict_host(needed) < needed:

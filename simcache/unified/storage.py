@@ -178,7 +178,7 @@ class Storage:
             self.evict_host(need)
             got = host_kv.alloc(need)
         if got is None:
-            avail = host_kv.available_size()
+            avail = self.host_available()
             need = min(op.storage_hit_count, avail - avail % self.page_size)
             if need >= self.prefetch_threshold:
                 got = host_kv.alloc(need)
