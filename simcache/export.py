@@ -35,7 +35,8 @@ from .render.codepane import CODE_CSS, codepane_html
 from .render.diverge import divergence_point
 from .render.dot import legend_dot, render_many, render_svg
 from .render.frames import FOCUS_CSS, frame, op_frames, op_text
-from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments
+from .render.layout import stable
+from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments, op_index_of
 from .render.panels import PANEL_CSS
 from .render.timeline import step_x, timeline_svg
 from .render.words import op_number
@@ -91,20 +92,26 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
     divergent step, whose code pane highlights the guard line."""
     marks = moments(run.trace)
     out = []
-    for lo in range(0, len(steps), BATCH):
-        chunk = steps[lo : lo + BATCH]
+    for chunk in _stretches(run.trace, steps):
         prefetch = getattr(run.trace.snapshots, "prefetch", None)
         if prefetch is not None:  # one replay per checkpoint stretch, not one per frame
             prefetch(chunk)
         code_frames(run.trace, chunk)  # one replay per checkpoint stretch: the code pane and the holders read it
         fs = [frame(run, s, legend=False) for s in chunk]  # the page shows the legend once
-        texts = [f.dot for f in fs] + [f.dot_all for f in fs if f.dot_all is not None]
-        drawn = dict(zip(texts, texts if dot_only else render_many(texts), strict=True))
+        # stable positions: each operation's frames pinned to one layout of their union (render/layout.py)
+        pinned: dict[tuple[int, str], str] = {}  # (frame, "dot" / "dot_all") -> its pinned DOT
+        for k in dict.fromkeys(f.op_index for f in fs):
+            for kind in ("dot", "dot_all"):
+                group = [i for i, f in enumerate(fs) if f.op_index == k and getattr(f, kind) is not None]
+                for i, d in zip(group, stable([getattr(fs[i], kind) for i in group]), strict=True):
+                    pinned[i, kind] = d
+        texts = list(dict.fromkeys(pinned.values()))
+        svgs = dict(zip(texts, texts if dot_only else render_many(texts), strict=True))
         _within_limit(run)
-        for f in fs:
+        for i, f in enumerate(fs):
             out.append(dict(step=f.step, op=f.op_index, num=op_number(run.trace, f.op_index), caption=f.caption,
-                            svg=drawings.add(drawn[f.dot]), focus=f.focus,
-                            all=None if f.dot_all is None else drawings.add(drawn[f.dot_all]),
+                            svg=drawings.add(svgs[pinned[i, "dot"]]), focus=f.focus,
+                            all=None if f.dot_all is None else drawings.add(svgs[pinned[i, "dot_all"]]),
                             panels=[html.add(p) for p in f.panels], inv=html.add(f.invariants),
                             stack=html.add(f.stack), expl=html.add(f.explanation),
                             code=html.add(codepane_html(run, f.step, f"sc-t{which}", run.preset if which else "",
@@ -115,6 +122,19 @@ def _run_frames(run, steps: list[int], drawings: _Store, html: _Store, dot_only:
         if bar is not None:
             bar.update(len(chunk))
     return out
+
+
+def _stretches(trace, steps: list[int]):
+    """``steps`` in stretches of about ``BATCH``, cut only between operations (an operation's frames are pinned to
+    one layout together, ``render/layout.py``; one longer than ``BATCH`` is a stretch of its own)."""
+    chunk: list[int] = []
+    for s in steps:
+        if len(chunk) >= BATCH and op_index_of(trace, s) != op_index_of(trace, chunk[-1]):
+            yield chunk
+            chunk = []
+        chunk.append(s)
+    if chunk:
+        yield chunk
 
 
 def _bar(total: int, progress: bool | None):

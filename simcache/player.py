@@ -30,9 +30,11 @@ from .render.codepane import CODE_CSS, codepane_html
 from .render.display import page_css, svg_img
 from .render.dot import SVG_CACHE, legend_dot, render_many, render_svg
 from .render.frames import Frame, focus_svg, frame, op_frames, op_text
+from .render.layout import stable
 from .render.moments import MOMENT_KINDS, compare_positions, first_divergence, moments, next_moment
 from .render.timeline import timeline_svg
 from .render.words import op_number
+from .transcript import outcome_words, run_label
 
 PRECOMPUTE_LIMIT = 3000  # micro-steps; longer runs render frames on demand (still cached)
 FRAME_KEEP = 512  # frames a long run's player keeps
@@ -70,6 +72,7 @@ class PlayerModel:
         self.divergence = first_divergence(run.trace, compare_run.trace) if compare_run is not None else None
         self.positions, self.position_op = compare_positions([r.trace for r in self.runs])
         self._frames: dict[tuple, Frame] = {}
+        self._pinned: dict[tuple, list[str]] = {}
         if precompute:
             self.precompute()
 
@@ -185,13 +188,26 @@ class PlayerModel:
                 del self._frames[next(iter(self._frames))]  # a long run keeps its most recent frames only
         return self._frames[key]
 
+    def pinned(self, which: int, op_index: int) -> list[str]:
+        """The drawings of operation ``op_index`` of run ``which``, pinned to one layout (``render/layout.py``):
+        nodes keep their places through the operation (cached per toggles)."""
+        key = (which, op_index, self.hide_host, self.hide_mamba)
+        if key not in self._pinned:
+            t = self.runs[which].trace
+            self._pinned[key] = stable([self.frame(which, s).dot for s in range(t.ops[op_index].first_step,
+                                                                               op_frames(t)[op_index] + 1)])
+            if len(self._pinned) > FRAME_KEEP:
+                del self._pinned[next(iter(self._pinned))]
+        return self._pinned[key]
+
     def svg(self, which: int = 0) -> str:
         f = self.frame(which)
-        if SVG_CACHE.get(f.dot) is None:  # e.g. after a toggle: draw this whole operation with one dot process
-            t = self.runs[which].trace
-            render_many([self.frame(which, s).dot for s in range(t.ops[f.op_index].first_step,
-                                                                 op_frames(t)[f.op_index] + 1)])
-        return focus_svg(render_svg(f.dot), f.focus)
+        t = self.runs[which].trace
+        drawings = self.pinned(which, f.op_index)
+        dot = drawings[f.step - t.ops[f.op_index].first_step] if t.ops else f.dot
+        if SVG_CACHE.get(dot) is None:  # e.g. after a toggle: draw this whole operation with one dot process
+            render_many(drawings)
+        return focus_svg(render_svg(dot), f.focus)
 
     def code(self, which: int = 0, token: str = "sc-t0") -> str:
         """The code pane at the cursor: the simulated frames, their source and the nodes their locals hold."""
@@ -203,7 +219,7 @@ class PlayerModel:
     def timeline(self, which: int = 0) -> str:
         run = self.runs[self._which(which)]
         return timeline_svg(run.trace, self.step_of(which), hide_after=self.limit,
-                            title=run.preset if self.hide_outcome else f"{run.preset}: {run.outcome}")
+                            title=run.preset if self.hide_outcome else f"{run_label(run)}: {outcome_words(run)}")
 
     def divergence_note(self) -> str:
         if len(self.runs) < 2:
@@ -223,7 +239,10 @@ class PlayerModel:
         for which, run in enumerate(self.runs):
             if len(run.trace.steps) > PRECOMPUTE_LIMIT:
                 continue
-            dots += [self.frame(which, s).dot for s in range(len(run.trace.steps))]
+            for s in range(len(run.trace.steps)):
+                self.frame(which, s)
+            for k in range(len(run.trace.ops)):
+                dots += self.pinned(which, k)
         render_many(dots)
 
 
@@ -441,7 +460,7 @@ def static_snapshot(model: PlayerModel) -> str:
             svg = focus_svg(render_svg(f.dot), f.focus)
             cells.append(f'<div style="display:inline-block;vertical-align:top;width:48%;margin:0 1% 12px 0">'
                          f"<p><b>{escape(what)}</b>: {escape(f.caption)}</p>{svg_img(svg)}</div>")
-        parts.append(f"<h4>{escape(run.preset)}: {escape(run.outcome)}</h4>" + "".join(cells))
+        parts.append(f"<h4>{escape(run_label(run))}: {escape(outcome_words(run))}</h4>" + "".join(cells))
     parts.append("</div>")
     return "".join(parts)
 

@@ -16,8 +16,10 @@ from simcache.render.codepane import codepane_html
 from simcache.render.display import svg_img
 from simcache.render.dot import legend_dot, render_svg
 from simcache.render.frames import focus_svg, frame, op_text
+from simcache.render.layout import stable
 from simcache.render.moments import moments
 from simcache.render.timeline import timeline_svg
+from simcache.transcript import outcome_words
 
 
 @pytest.fixture(scope="module")
@@ -127,16 +129,18 @@ def test_each_view_is_its_pieces(runs, monkeypatch):
         f = frame(run, step, legend=False)
         assert m.frame(which).dot == f.dot
         assert m.code(which, "sc-t9") == codepane_html(run, step, "sc-t9", run.preset)
-        assert m.timeline(which) == timeline_svg(run.trace, step, title=f"{run.preset}: {run.outcome}")
+        assert m.timeline(which) == timeline_svg(run.trace, step, title=f"{run.preset}: {outcome_words(run)}")
     single = PlayerModel(runs[0], precompute=False)
     assert single.code() == codepane_html(runs[0], 0, "sc-t0", "")
     single.set_toggles(hide_host=True)
     single.go(40)
     svg = single.svg()
     f = single.frame()
-    assert svg == focus_svg(render_svg(f.dot), f.focus)
     op = runs[0].trace.ops[f.op_index]
-    assert all(fresh.get(single.frame(0, s).dot) is not None for s in range(op.first_step, op.last_step + 1))
+    pinned = single.pinned(0, f.op_index)  # the operation's drawings pinned to one layout (render/layout.py)
+    assert pinned == stable([single.frame(0, s).dot for s in range(op.first_step, op.last_step + 1)])
+    assert svg == focus_svg(render_svg(pinned[40 - op.first_step]), f.focus)
+    assert all(fresh.get(d) is not None for d in pinned)
 
 
 def test_each_side_fills_its_panels_and_tab_titles(runs):
@@ -181,12 +185,14 @@ def test_the_static_snapshot(runs):
                      "</div>")
     assert static_snapshot(m) == ('<div class="sc-static" style="font-family:Helvetica,Arial,sans-serif">'
                                   "<p><b>Static snapshot of the player</b> (its buttons need a running kernel; run the "
-                                  "notebook to step through every micro-step).</p><h4>pre_fix: assertion</h4>"
+                                  "notebook to step through every micro-step).</p>"
+                                  f"<h4>pre_fix: {escape(outcome_words(m.runs[0]))}</h4>"
                                   + "".join(cells) + "</div>")  # the last step is the assertion: shown once
     import re
 
     clean = static_snapshot(PlayerModel(runs[1], precompute=False))
-    assert re.findall(r"<h4>[^<]*</h4>", clean) == ["<h4>described_fix: clean</h4>"]
+    assert re.findall(r"<h4>[^<]*</h4>", clean) == [
+        "<h4>described_fix: no assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]</h4>"]
     assert re.findall(r"<p><b>([^<]*)</b>", clean) == ["Static snapshot of the player", "at the cursor", "violation",
                                                        "went stale", "cleaned up", "last step"]
 
@@ -262,7 +268,8 @@ def test_what_precompute_draws(runs, monkeypatch):
     monkeypatch.setattr(svg_module, "SVG_CACHE", fresh)
     monkeypatch.setattr(player_module, "PRECOMPUTE_LIMIT", 3000)
     both = PlayerModel(pre, fixed)  # every drawing of both runs rendered in the one pass
-    assert all(fresh.get(both.frame(w, s).dot) is not None for w, n in ((0, 263), (1, 272)) for s in range(n))
+    assert all(fresh.get(d) is not None for w, r in enumerate((pre, fixed)) for k in range(len(r.trace.ops))
+               for d in both.pinned(w, k))
 
 
 def test_playing_rewinds_only_at_the_end_and_pausing_never(runs):

@@ -199,8 +199,9 @@ def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs, monkeypatc
     monkeypatch.setattr(SVG_CACHE, "data", OrderedDict())  # nothing drawn before this test counts
     p = Player(runs[0])
     m = p.model
-    every = [m.frame(0, s).dot for s in range(263)]
-    op0 = [m.frame(0, s).dot for s in range(op_frames(runs[0].trace)[0] + 1)]
+    every = [d for k in range(len(runs[0].trace.ops)) for d in m.pinned(0, k)]  # each operation pinned
+    op0 = m.pinned(0, 0)
+    assert len(every) == 263 and len(op0) == op_frames(runs[0].trace)[0] + 1
     # up front: every frame in one batch; then the frame on show finds no drawing (the stand-in drew nothing),
     # so its whole operation is drawn as one batch
     assert len(m._frames) == 263 and drawn == [every, op0] and len(op0) < 263
@@ -213,7 +214,8 @@ def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs, monkeypatc
     k = q.model.frame().op_index
     first, last = runs[0].trace.ops[k].first_step, op_frames(runs[0].trace)[k]
     q.model.svg()  # later in the run: from that operation's first step to its last, not from step 0
-    assert k == 5 and 0 < first <= 130 <= last and drawn == [[m.frame(0, s).dot for s in range(first, last + 1)]]
+    assert k == 5 and 0 < first <= 130 <= last and drawn == [q.model.pinned(0, 5)]
+    assert len(drawn[0]) == last - first + 1
 
 
 def test_back_by_operation_lands_on_each_earlier_operations_end(runs):

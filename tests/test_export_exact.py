@@ -28,6 +28,7 @@ from simcache.render.diverge import divergence_point
 from simcache.render.dot import legend_dot, render_svg
 from simcache.render.explain import op_text
 from simcache.render.frames import FOCUS_CSS, frame
+from simcache.render.layout import stable
 from simcache.render.moments import MOMENT_KINDS, compare_positions, moments, op_index_of
 from simcache.render.panels import PANEL_CSS
 from simcache.render.timeline import step_x, timeline_svg
@@ -66,13 +67,22 @@ def dot_page(compare: bool = False) -> dict:
         return export.page_data(run_c(), compare=run_c("described_fix") if compare else None)
 
 
+def pinned(run, step: int, data: dict, which: int) -> str:
+    """The drawing a page holds for ``step``: its operation's frames on the page pinned to one layout."""
+    steps = list(dict.fromkeys(f["step"] for f in data["runs"][which]["frames"]))
+    k = op_index_of(run.trace, step)
+    group = [s for s in steps if op_index_of(run.trace, s) == k]
+    return stable([frame(run, s, legend=False).dot for s in group])[group.index(step)]
+
+
 def expected_frame(run, step: int, data: dict, which: int = 0, guard=None) -> dict:
     """What a page's frame for ``step`` must say, from ``frame()`` and the other public renderers (``guard``: the
-    comparison's divergent step highlights its guard line in the code pane)."""
+    comparison's divergent step highlights its guard line in the code pane; the drawing is pinned, see
+    ``render/layout.py``)."""
     f = frame(run, step, legend=False)
     marks = moments(run.trace)
     return dict(step=step, op=op_index_of(run.trace, step), num=run.trace.ops[op_index_of(run.trace, step)].index,
-                caption=f.caption, svg=f.dot, focus=f.focus, all=None,
+                caption=f.caption, svg=pinned(run, step, data, which), focus=f.focus, all=None,
                 panels=list(f.panels), inv=f.invariants, stack=f.stack, expl=f.explanation,
                 code=codepane_html(run, step, f"sc-t{which}", run.preset if which else "", guard),
                 x=step_x(run.trace, step, 960), marks=[k for k in MOMENT_KINDS if step in marks[k]])
@@ -110,7 +120,7 @@ def test_a_short_runs_page_holds_the_svg_graphviz_drew():
     assert data["dot"] is False
     frames = data["runs"][0]["frames"]
     for step in (0, S["stale"], S["crash"]):
-        assert data["svgs"][frames[step]["svg"]] == render_svg(frame(run, step, legend=False).dot)
+        assert data["svgs"][frames[step]["svg"]] == render_svg(pinned(run, step, data, 0))
     assert [data["html"][i] for i in frames[S["stale"]]["panels"]] == list(frame(run, S["stale"]).panels)
 
 
@@ -373,7 +383,9 @@ def test_progress_counts_every_frame_of_both_runs_and_closes(monkeypatch):
     n = len(data["runs"][0]["frames"])
     (total, progress, bar), = bars
     assert (total, progress, bar.closed) == (2 * n, True, True)
-    assert bar.updates == [100, 100, n - 200] * 2 and n > 200
+    monkeypatch.setattr(export, "BATCH", 100)
+    sizes = [len(c) for c in export._stretches(run_c().trace, [f["step"] for f in data["runs"][0]["frames"]])]
+    assert bar.updates == sizes * 2 and sum(sizes) == n > 200 and all(s >= 100 for s in sizes[:-1])
 
 
 def test_the_progress_bar_shows_for_long_exports_or_when_asked():
@@ -491,10 +503,15 @@ def test_each_batch_rebuilds_its_snapshots_and_code_frames_once_before_its_frame
     real_frame = export.frame
     monkeypatch.setattr(export, "frame", lambda r, s, legend: (calls.append(("frame", s, legend)),
                                                                real_frame(r, s, legend=legend))[1])
+    n = len(run.trace.steps)
     with patched(BATCH=100, DOT_LIMIT=0):
         export.page_data(run)
-    n = len(run.trace.steps)
-    chunks = [list(range(lo, min(lo + 100, n))) for lo in range(0, n, 100)]
+        chunks = list(export._stretches(run.trace, list(range(n))))
+    # stretches of at least 100 frames, cut between operations (each operation's drawings pinned together)
+    assert [len(c) for c in chunks[:-1]] and all(len(c) >= 100 for c in chunks[:-1]) and sum(chunks, []) == \
+        list(range(n))
+    for a, b in zip(chunks, chunks[1:], strict=False):
+        assert op_index_of(run.trace, a[-1]) != op_index_of(run.trace, b[0])
     assert n > 200 and calls == [c for chunk in chunks for c in (
         ("snapshots", chunk), ("code", True, chunk), *[("frame", s, False) for s in chunk])]
 

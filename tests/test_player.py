@@ -168,8 +168,8 @@ def test_static_snapshot_shows_the_current_frame_and_key_moments_without_widgets
     html = p.static_html()
     assert "<script" not in html and html.count("<img") >= 6
     assert 'class="sc-static"' in html and ".sc-static{display:none}" in p.widget.children[0].value
-    for text in ("at the cursor", "went stale", "assertion", "last step", "pre_fix: assertion", "described_fix: clean",
-                 "cleaned up"):
+    for text in ("at the cursor", "went stale", "assertion", "last step", "pre_fix: AssertionError",
+                 "described_fix: no assertion; damage: ", "cleaned up"):
         assert text in html
 
 

@@ -38,8 +38,8 @@ def test_nbconvert_html_shows_the_players_frames_and_the_games_board(converted):
     assert "Static snapshot of the player" in html and "Be the scheduler" in html
     imgs = re.findall(r'<img alt="tree drawing"[^>]*src="data:image/svg\+xml;base64,', html)
     assert len(imgs) >= 9  # the player: 2 runs x (cursor + moments + end); the game: its board
-    for caption in ("pre_fix: assertion", "described_fix: clean", "went stale", "cleaned up", "assertion",
-                    "last step"):
+    for caption in ("pre_fix: AssertionError", "described_fix: no assertion; damage: ", "went stale", "cleaned up",
+                    "assertion", "last step"):
         assert caption in html
     static = [o["data"]["text/html"] for c in nb.cells[1:] for o in c.outputs if "text/html" in o.get("data", {})
               and "application/vnd.jupyter.widget-view+json" not in o["data"]]

@@ -22,7 +22,8 @@ def test_find_and_strip_draw_the_child_attached_under_the_detached_node():
     assert run.trace.steps[attach].text == "attach [7]#11 under [1,2]#8 at slot 7"
     assert attach > teach.moment(run, "went-stale")
     html = teach.strip(run, "went-stale", attach, teach.find(run, "write_ack", node=8)).html
-    assert html.count("<svg") == 3 and "attach [7]#11 under [1,2]#8" in html and "write ack for [1,2]#8" in html
+    assert html.count("<svg") == 3 and "#11 [7] is attached under #8 [1,2]" in html
+    assert "The controller acknowledges the write of #8 [1,2] to the host." in html
     with pytest.raises(ConfigError, match="no 'attach' micro-step with parent=99"):
         teach.find(run, "attach", parent=99)
 

@@ -200,3 +200,18 @@ def test_a_large_tree_opens_in_the_focus_view_with_a_switch_to_show_all(browser,
     expect(page.locator("#run0 .tree g.fold")).to_have_count(0)
     assert page.locator("#run0 .tree g.node-box").count() > shown
     assert page.errors == []
+
+
+def test_the_tree_does_not_jump_at_the_key_step(browser, pages):
+    """crash_pr 121 -> 122: #8 leaves the tree and its holders' box appears; no box moves (centres compared)."""
+    page = open_page(browser, pages["one"])
+    centres = []
+    for step in (121, 122):
+        page.evaluate("(i) => { const s = document.getElementById('slider'); s.value = String(i); "
+                      "s.dispatchEvent(new Event('input')); }", step)
+        expect(page.locator("body")).to_have_attribute("data-step", str(step))
+        centres.append(page.evaluate("""() => Object.fromEntries(['n2', 'n8', 'n10', 'n9'].map(n => {
+            const r = document.querySelector('#run0 .tree g[id="' + n + '"]').getBoundingClientRect();
+            return [n, [Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2)]]; }))"""))
+    assert centres[0] == centres[1]
+    assert page.errors == []

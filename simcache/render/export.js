@@ -46,7 +46,8 @@ function simcacheStart(D, viz) {
     if (!D.dot) { return text(D.svgs, k); }
     var svg = drawn.get(k);
     if (svg === undefined) {
-      svg = viz.renderString(text(D.svgs, k), { format: "svg" });
+      var src = text(D.svgs, k);  // a pinned drawing (stable positions) is laid out by neato
+      svg = viz.renderString(src, { format: "svg", engine: src.indexOf('layout="neato"') >= 0 ? "neato" : "dot" });
       svg = svg.slice(svg.indexOf("<svg"));
       if (drawn.size >= KEEP) { drawn.delete(drawn.keys().next().value); }
     } else { drawn.delete(k); }

@@ -1,0 +1,102 @@
+"""Stable node positions across frames: lay out the union of a window's drawings once, then pin every frame to it.
+
+Vocabulary
+- A *window* is a run of consecutive frames drawn together (a short run whole; a long page a few operations).
+- Its *union* holds every box any of its frames draws (each with its largest label: the most rows it ever has)
+  and every edge; Graphviz ``dot`` lays the union out once.
+- Each frame's DOT is then *pinned*: every box at its union position (``pos="x,y!"``, drawn by the ``neato``
+  engine, which keeps pinned positions and routes the edges around the boxes), with two invisible corner points
+  holding the union's bounding box, so every frame of the window has the same size and scale: a node never moves
+  when something else appears, and a node that leaves the tree stays where it was (as RaftScope keeps its
+  servers in place).
+- A window whose union would be too large to lay out well (``MAX_UNION`` boxes) keeps each frame's own layout.
+
+Pure text in, text out (DOT as ``dot.snapshot_to_dot`` writes it); one ``dot`` run per window.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+MAX_UNION = 120  # boxes in a window's union; a larger one is not worth pinning (each frame keeps its layout)
+_NODE = re.compile(r"^\s*((?:n|h|fold)\d+) \[(.*)\];$")
+_EDGE = re.compile(r"^\s*(\w+) -> (\w+) \[(.*)\];$")
+_ROWS = re.compile(r"<TR>")
+
+
+def _parts(dot: str) -> tuple[list[str], dict[str, str], dict[tuple[str, str], str]]:
+    """(the graph's attribute lines, name -> node line, (tail, head) -> edge line) of one frame's DOT."""
+    head, nodes, edges = [], {}, {}
+    for line in dot.splitlines():
+        m = _NODE.match(line)
+        if m:
+            nodes[m.group(1)] = line.strip()
+            continue
+        m = _EDGE.match(line)
+        if m:
+            edges.setdefault((m.group(1), m.group(2)), line.strip())
+            continue
+        if line.strip().startswith(("graph [", "node [", "edge [")):
+            head.append(line.strip())
+    return head, nodes, edges
+
+
+def _size(line: str) -> tuple[int, int]:
+    """How big a box's label is: its rows, then its length (the union keeps each box's biggest)."""
+    return len(_ROWS.findall(line)), len(line)
+
+
+def union_dot(dots: list[str]) -> str | None:
+    """The DOT of the union of ``dots`` (plain graph, no cluster), or None when there is nothing to pin."""
+    head, nodes, edges = None, {}, {}
+    for dot in dots:
+        h, ns, es = _parts(dot)
+        head = head or h
+        for name, line in ns.items():
+            if name not in nodes or _size(line) > _size(nodes[name]):
+                nodes[name] = line
+        for key, line in es.items():
+            edges.setdefault(key, line)
+    if not nodes or len(nodes) > MAX_UNION:
+        return None
+    return "digraph union {\n" + "\n".join("  " + x for x in [*head, *nodes.values(), *edges.values()]) + "\n}\n"
+
+
+def positions(union: str) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:
+    """Node name -> (x, y) in points, and the (width, height) of the bounding box, from one ``dot`` run."""
+    import graphviz
+
+    out = json.loads(graphviz.pipe("dot", "json", union.encode("utf-8")))
+    pos = {o["name"]: tuple(map(float, o["pos"].split(","))) for o in out.get("objects", ()) if "pos" in o}
+    bb = [float(v) for v in out["bb"].split(",")]
+    return pos, (bb[2], bb[3])
+
+
+def pin(dot: str, pos: dict[str, tuple[float, float]], size: tuple[float, float]) -> str:
+    """``dot`` with every box at ``pos`` (drawn by neato), the cluster dropped, and the bounding box held."""
+    out = []
+    for line in dot.splitlines():
+        s = line.strip()
+        m = _NODE.match(line)
+        if m and m.group(1) in pos:
+            x, y = pos[m.group(1)]
+            line = f'{line[: line.rindex("];")]} pos="{x:.1f},{y:.1f}!"];'
+        elif s.startswith("subgraph cluster_") or s == "}" and line.startswith("  }") or \
+                (line.startswith("    ") and not _NODE.match(line) and "=" in s and s.endswith(";")):
+            continue  # the detached nodes' cluster: a pinned node stays where it hung
+        elif s.startswith("graph ["):
+            line = line.replace("graph [", 'graph [layout="neato" inputscale="72" splines="false" overlap="true" ', 1)
+        out.append(line)
+    corners = (f'  _bb0 [shape="point" style="invis" width="0" height="0" pos="0,0!"];\n'
+               f'  _bb1 [shape="point" style="invis" width="0" height="0" pos="{size[0]:.1f},{size[1]:.1f}!"];')
+    text = "\n".join(out)
+    return text[: text.rindex("}")] + corners + "\n}\n"
+
+
+def stable(dots: list[str]) -> list[str]:
+    """``dots`` pinned to their union's layout (see the module doc); unchanged when the union is too large."""
+    union = union_dot(dots)
+    if union is None:
+        return list(dots)
+    pos, size = positions(union)
+    return [pin(d, pos, size) for d in dots]
