@@ -106,3 +106,24 @@ def test_run_unified_gives_run_ops_fields_for_any_operation_list():
     assert r["accounting"]["device_kv"]["duplicated_in_free_list"] == [0, 1]
     clean = run_unified(_race_scenario("write_through"), loaded("0.5.17"), ops=ops)
     assert (clean["outcome"], clean["status"], clean["double_frees"], clean["tree"]) == ("clean", ".......", [], [])
+
+
+def test_simcache_real_runs_the_unified_class_for_a_unified_preset(tmp_path, capsys):
+    from simcache.cli import main
+
+    loaded("0.5.16")
+    scn = tmp_path / "race.yaml"
+    scn.write_text("name: unified_race\nconfig: {policy: write_through, storage: true, prefetch_threshold: 1, "
+                   "device_kv: 16, device_mamba: 8, host_kv: 4, host_mamba: 4}\nops: ['prefetch 1 2 9 9', "
+                   "'prefetch_hit 4', 'request 1 2 3 4', 'prefetch_done 4 hit', 'evict 3', 'evict_host 2', "
+                   "'evict 2']\n")
+    assert main(["real", str(scn), "--sglang-version", "0.5.16", "--preset", "unified_0_5_16", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["preset"], doc["differ"], doc["real"]["outcome"], doc["real"]["step"]) == (
+        "unified_0_5_16", [], "AssertionError: ", 6)
+    assert doc["model"]["chain"] == ["evict", "drive_eviction", "_evict_device_leaf", "_remove_leaf_from_parent"]
+    assert main(["real", str(scn), "--sglang-version", "0.5.16", "--preset", "unified_9"]) == 2
+    assert capsys.readouterr().err.strip() == ("simcache: --preset 'unified_9' is not a unified preset; choose one "
+                                               "of unified_0_5_16, unified_0_5_17")

@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
     src.add_argument("--sglang-version", metavar="X.Y.Z", help="a release: its wheel is fetched into the cache "
                                                                 "folder once, verified by sha256, and its files run")
     p.add_argument("--preset", help="the model's preset to compare with (default: the one that models the source; "
-                                    "for a checkout the newest)")
+                                    "for a checkout the newest); a unified_* preset runs SGLang's UnifiedRadixCache")
     p.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
     p.add_argument("--gallery", action="store_true", help="run every gallery scenario and print one line each")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -67,6 +67,10 @@ def cmd_real(a: argparse.Namespace) -> int:
         return 0
     if a.sglang is None and a.sglang_version is None:
         raise _usage("say which SGLang code to run: --sglang PATH (or --sglang installed) or --sglang-version X.Y.Z")
+    if a.preset and a.preset.startswith("unified_"):  # SGLang's UnifiedRadixCache (#39)
+        from .unified.cli import cmd_real_unified
+
+        return cmd_real_unified(a)
     loaded = loaded_for(a.sglang, a.sglang_version)
     if a.list_stubs:
         stubs = loaded.stub_list()
