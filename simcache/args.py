@@ -95,11 +95,14 @@ def flag(value: Any, name: str) -> bool:
 
 
 def names(value: Any, name: str, example: str, known: Iterable[str] | None = None, empty: bool = False) -> list[str]:
-    """A list (or tuple) of strings, never one string (which would be read letter by letter); each one of
-    ``known`` where given."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or \
+    """Names given as a list, a tuple, a dict's keys (``gallery()``) or any other iterable of strings, never one
+    string (which would be read letter by letter); each one of ``known`` where given."""
+    given = value
+    if isinstance(value, (list, tuple, dict, set, frozenset, type({}.keys()))):
+        value = list(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, list) or \
             not all(isinstance(v, str) for v in value) or (not empty and not value):
-        raise fail(name, "a list of names" + ("" if empty else " (at least one)"), value, example)
+        raise fail(name, "a list of names" + ("" if empty else " (at least one)"), given, example)
     if known is not None:
         known = list(known)
         bad = [v for v in value if v not in known]
