@@ -29,6 +29,7 @@ import torch
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
 from . import fakes, stubs
+from .env import WatchedHostPool
 
 
 def _active(method):
@@ -90,6 +91,7 @@ class RealUnified:
     page_size: int = 1
     sizes: Sizes = field(default_factory=Sizes)
     prefetch_threshold: int = 1
+    storage: bool = True  # L3 storage on
 
     def __post_init__(self) -> None:
         with self.loaded.active():
@@ -108,7 +110,7 @@ class RealUnified:
         s = self.sizes
         self.device = fakes.DeviceKVAllocator(s.device_kv, self.ledger)
         self.mamba = FakeMambaPool(s.device_mamba, self.ledger)
-        self.host_kv = FreeListPool("host_kv", s.host_kv, self.ledger, self.page_size)
+        self.host_kv = WatchedHostPool("host_kv", s.host_kv, self.ledger, self.page_size)
         self.host_mamba = FreeListPool("host_mamba", s.host_mamba, self.ledger)
         self.req_pool = fakes.HybridReqToTokenPool(self.mamba, s.max_reqs, s.max_context, False)
         self.controller = fakes.UnifiedController(
@@ -122,9 +124,10 @@ class RealUnified:
             page_size=self.page_size, eviction_policy="lru", tree_components=(self.CT.FULL, self.CT.MAMBA), **extra)
         server_args = SimpleNamespace(
             hicache_io_backend="kernel", hicache_mem_layout="layer_first", extra_metric_labels=None,
-            hicache_storage_backend="fake", hicache_storage_backend_extra_config=None,
+            hicache_storage_backend="fake" if self.storage else None, hicache_storage_backend_extra_config=None,
             hicache_write_policy=self.write_policy, hicache_storage_prefetch_policy="best_effort",
             served_model_name="fake")
+        self.controller.enable_storage = self.storage
         self.cache = m.cache_class(params)
         stubs.CURRENT.update(attach=fakes.make_assembler(self.controller, self.CT),
                              prefetch_threshold=self.prefetch_threshold)
@@ -133,7 +136,7 @@ class RealUnified:
         self.controller.bind_unified(self.PoolName.MAMBA,
                                      evict_mamba_host=lambda n: self.cache.evict_host(n, mamba_ct),
                                      evict_mamba=lambda n: self.cache.evict(self.B.EvictParams(mamba_num=n)))
-        assert self.cache.enable_storage, "L3 storage did not come on"
+        assert self.cache.enable_storage == self.storage, "L3 storage did not come on as asked"
         self._finish_kw = "kv_len_to_handle" in inspect.signature(self.cache.cache_finished_req).parameters
         self._prefetch_hashes: dict[str, list[str]] = {}
         self.outcomes: list[Outcome] = []
@@ -191,6 +194,11 @@ class RealUnified:
     @_active
     def evict(self, n: int):
         return self.cache.evict(self.B.EvictParams(num_tokens=n))
+
+    @_active
+    def evict_mamba(self, n: int):
+        """``evict(EvictParams(mamba_num=n))``: what the scheduler asks when the device Mamba pool runs short."""
+        return self.cache.evict(self.B.EvictParams(mamba_num=n))
 
     @_active
     def evict_host(self, n: int):
@@ -259,6 +267,7 @@ class RealUnified:
     # ---- running a step and reading the state ----
     def run(self, label: str, fn, *args) -> Outcome:
         """Run one step; an exception of SGLang's code is the outcome, not an error of ours."""
+        self.host_kv.queries = 0
         try:
             with self.loaded.active():
                 got = fn(*args)

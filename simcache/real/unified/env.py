@@ -41,7 +41,7 @@ class Looping(BaseException):
     ``except Exception`` handlers must not swallow it)."""
 
 
-class _WatchedHostPool(FreeListPool):
+class WatchedHostPool(FreeListPool):
     """The host KV pool, counting ``available_size`` queries: every backup attempt makes one, so a walk that retries
     a failing backup forever makes unboundedly many."""
 
@@ -80,7 +80,7 @@ class UnifiedEnv:
         self.alloc = fakes.DeviceKVAllocator(cfg["device_kv"], self.ledger)
         self.rtp = fakes.HybridReqToTokenPool(FakeMambaPool(cfg["device_mamba"], self.ledger), cfg["device_mamba"] + 1,
                                               max_ctx, self.extra_buffer)
-        self.host_kv = _WatchedHostPool("host_kv", cfg["host_kv"], self.ledger, ps)
+        self.host_kv = WatchedHostPool("host_kv", cfg["host_kv"], self.ledger, ps)
         self.host_mamba = FreeListPool("host_mamba", cfg["host_mamba"], self.ledger)
         self.cc = fakes.UnifiedController(self.alloc, self.host_kv, self.rtp.mamba_pool, self.host_mamba,
                                           cfg["policy"], page_size=ps, prefetch_threshold=cfg["prefetch_threshold"],
