@@ -44,3 +44,12 @@ def test_a_union_too_large_keeps_each_frames_own_layout():
     dot = f'digraph cache {{\n  graph [rankdir="TB"];\n{nodes}}}\n'
     assert union_dot([dot]) is None and stable([dot]) == [dot]
     assert union_dot(['digraph cache {\n  graph [rankdir="TB"];\n}\n']) is None
+
+
+def test_one_drawing_alone_is_not_pinned_and_runs_no_graphviz(monkeypatch):
+    import simcache.render.layout as layout
+
+    monkeypatch.setattr(layout, "positions", lambda union: (_ for _ in ()).throw(AssertionError("dot ran")))
+    run = simulate("crash_pr", "pre_fix")
+    one = tree_dot(run, 5, legend=False)
+    assert stable([one]) == [one] and stable([one, one]) == [one, one]  # a long page's lone frames: no dot run

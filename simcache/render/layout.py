@@ -94,7 +94,10 @@ def pin(dot: str, pos: dict[str, tuple[float, float]], size: tuple[float, float]
 
 
 def stable(dots: list[str]) -> list[str]:
-    """``dots`` pinned to their union's layout (see the module doc); unchanged when the union is too large."""
+    """``dots`` pinned to their union's layout (see the module doc); unchanged when the union is too large, or when
+    they are all one drawing (nothing can move: no ``dot`` run)."""
+    if len(set(dots)) < 2:
+        return list(dots)
     union = union_dot(dots)
     if union is None:
         return list(dots)
