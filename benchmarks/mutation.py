@@ -101,6 +101,10 @@ MODULES = {
     # pools.py: its own tests, the copies through the controller and the cache, and the stream emulation's tests
     "simcache/pools.py": ["tests/test_pools.py", "tests/test_core_exact_pools.py", "tests/test_data_integrity.py",
                           "tests/test_core_exact_controller.py", *STREAM_TESTS],
+    # split out of pools.py, with its selection: the fingerprints, the slot index arrays, the copies between tiers
+    **dict.fromkeys(("simcache/fingerprints.py", "simcache/slot_arrays.py", "simcache/pool_copy.py"), [
+        "tests/test_pools.py", "tests/test_core_exact_pools.py", "tests/test_data_integrity.py",
+        "tests/test_core_exact_controller.py", *STREAM_TESTS]),
     # keys.py's own exact tests, and test_tree.py's two that compare page_hashes / format_key with references
     "simcache/keys.py": ["tests/test_core_exact_keys.py",
                          "tests/test_tree.py::test_page_hashes_chain_each_page_from_the_previous_page_s_hash_string",
@@ -111,6 +115,7 @@ MODULES = {
     "simcache/invariants/one_pass.py": INVARIANT_TESTS,
     "simcache/invariants/tracked.py": INVARIANT_TESTS,
     "simcache/invariants/boundary_state.py": INVARIANT_TESTS,
+    "simcache/invariants/boundary_pools.py": INVARIANT_TESTS,
     "simcache/invariants/boundary.py": INVARIANT_TESTS,
     # (no test_static_views.py: its kernel imports the installed package, never the mutant)
     "simcache/state.py": ["tests/test_core_exact_state.py", "tests/test_invariants.py", *CORE],

@@ -17,7 +17,7 @@ check consumes its ack; with ``auto_complete=False`` copies complete only throug
 on a side stream created on the pools' device; each gives a ``PendingCopy`` that the ack holds, and processing the
 ack completes them (waits for their event; a backup's data reaches the host pool only then), so the data is really
 there when the cache acts on the ack, while *when* an ack counts as delivered stays a decision of the schedule
-(deterministic). ``pools.py`` lists the orderings that make a copy on a stream equal to the plain one.
+(deterministic). ``pool_copy.py`` lists the orderings that make a copy on a stream equal to the plain one.
 """
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .fingerprints import kv_fingerprints, mamba_fingerprint
 from .keys import Key
-from .pools import PendingCopy, Pools, copy_slots, kv_fingerprints, mamba_fingerprint
+from .pool_copy import PendingCopy, copy_slots
+from .pools import Pools
 
 Slots = list[int]
 

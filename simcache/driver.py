@@ -19,6 +19,7 @@ from .cache import HiMambaRadixCache
 from .config import CacheConfig
 from .crash import Crash, InternalError, crash_from, raise_if_internal
 from .errors import ArgumentError, ScenarioError, SimcacheError, shown
+from .fingerprints import kv_fingerprint_array, kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
 from .keys import child_key
 from .operations import (
     APPLIED,
@@ -34,7 +35,6 @@ from .operations import (
     node_problem,
 )
 from .operations import request_problem as _request_problem
-from .pools import kv_fingerprint_array, kv_fingerprints, mamba_fingerprint, mamba_fingerprint_of
 from .requests import Request
 from .trace_hooks import SIMULATED_CODE
 

@@ -10,7 +10,7 @@ programs must give the same report and the same pool contents on the GPU as on t
 ``--emulated``) it prints that it skipped and exits 0; it exits 1 when a check fails.
 
 ``tests/test_streams.py`` runs the probes under ``streams.EmulatedStreams`` and removes each synchronisation in
-turn (see ``pools.py``), which makes a probe fail: the CPU suite sees a missing synchronisation.
+turn (see ``pool_copy.py``), which makes a probe fail: the CPU suite sees a missing synchronisation.
 """
 from __future__ import annotations
 
@@ -28,9 +28,11 @@ from .cache import HiMambaRadixCache
 from .config import CacheConfig
 from .controller import CacheController
 from .driver import Driver
+from .fingerprints import kv_fingerprints, mamba_fingerprint
 from .invariants import check_all
 from .ops_run import run_ops
-from .pools import Pools, copy_slots, kv_fingerprints, mamba_fingerprint
+from .pool_copy import copy_slots
+from .pools import Pools
 from .scenario import gallery, load
 from .simulate import simulate
 from .streams import POLICIES, CudaStreams, EmulatedStreams

@@ -13,22 +13,10 @@ Data: each slot stores an int64 fingerprint. Request KV for the token at positio
 ``kv_fingerprint(prefix[: i + 1])``; a Mamba state after a prefix is ``mamba_fingerprint(prefix)``. Copies between
 tiers move the fingerprints, so the content of every cached prefix can be checked against what was written.
 
-Copies with streams (``streams.py``; none on cpu, where every copy happens at once). A copy runs on the
-controller's side stream and gives a ``PendingCopy``: one block of consecutive slots each way is copied straight
-between the pinned host pool and the device; other slots go through the host pool's pinned staging buffer (a
-gather on the device, then a scatter on the host). The orderings that make it equal to the plain copy:
-- the side stream waits for the default stream before each copy (the model wrote the source there);
-- index tensors are made on the side stream that reads them (their memory is reused only after that work);
-- a staged backup reaches the host pool only in ``PendingCopy.complete`` (at the ack), after its event, and every
-  host read or write first completes the pool's pending copies (``flush``);
-- a host pool's copies complete in order, one staging user at a time (``_wait_for_staging`` before the next);
-- the default stream waits for a load before its next work (the model reads what was loaded), and for a backup
-  before it next writes the pool the backup reads (a freed slot is not overwritten while a copy reads it).
-A slot named twice as a destination (possible only after a double free hands it out twice) keeps the value of its
-last writer, on every device: numpy's assignment on the CPU does that, but CUDA's index writes (``index_put_``,
-``index_copy_``) leave which of the repeated writes lands undefined, so the stream path writes each slot once
-(``_last_writes``).
+Copies between tiers, with and without streams: ``pool_copy``; the fingerprints: ``fingerprints``; slot index arrays
+and the free counts' bookkeeping: ``slot_arrays``. Every name this module held imports from here as before.
 """
+# ruff: noqa: F401 -- the names moved to fingerprints, slot_arrays and pool_copy, importable from here as before
 from __future__ import annotations
 
 from collections import Counter, deque
@@ -40,78 +28,40 @@ from operator import not_
 import numpy as np
 import torch
 
+from .fingerprints import (
+    _B,
+    _B_INV,
+    _C,
+    _H0,
+    _MASK,
+    KV_START,
+    _powers,
+    _token_terms,
+    kv_extend,
+    kv_fingerprint_array,
+    kv_fingerprints,
+    mamba_fingerprint,
+    mamba_fingerprint_of,
+)
+from .pool_copy import (
+    PendingCopy,
+    _copy_into,
+    _cpu_index,
+    _default_waits_for_load,
+    _gather,
+    _host_waits_for,
+    _index,
+    _index_stream,
+    _on,
+    _put,
+    _scatter,
+    _side_waits_for_default,
+    _span,
+    _take,
+    copy_slots,
+)
+from .slot_arrays import _BIG, _MANY, _MINUS_ONE, _PLUS_ONE, _has_repeats, _idx, _last_writes, _shift
 from .streams import _CPU, backend_for, resolve_device
-
-_MASK = (1 << 62) - 1
-# The KV fingerprint is a polynomial hash mod 2**62: h(i) = h(i - 1) * _B + (t(i) mod 2**32) + _C, from h(-1) = _H0.
-# Unlike a hash that xors each token in, it is linear, so numpy computes a whole prompt at once: with B^-j the
-# inverse powers (``_B`` is odd, so it is invertible mod 2**64), h(i) = B^(i+1) * (h0 + sum_j g(j) * B^-(j+1)), one
-# cumulative sum in wrap-around unsigned 64-bit arithmetic, then mod 2**62 (a ring map: the same as working mod 2**62
-# throughout, so a fingerprint is also the state its successors extend).
-_B, _C, _H0 = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019, 0x2545F4914F6CDD1D
-_B_INV = pow(_B, -1, 1 << 64)
-KV_START = _H0  # the state ``kv_extend`` continues from before a prompt's first token
-_U64 = np.uint64
-_POW = np.ones(1, dtype=_U64)  # _B ** k mod 2**64, k = 0 ..; grown on demand
-_INV = np.ones(1, dtype=_U64)  # _B ** -k mod 2**64
-
-
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(_B ** k, _B ** -k) mod 2**64 for k = 0 .. n at least."""
-    global _POW, _INV
-    if len(_POW) <= n:
-        size = max(n + 1, 2 * len(_POW), 1024)
-        _POW = np.concatenate((np.ones(1, dtype=_U64), np.full(size - 1, _B, dtype=_U64).cumprod()))
-        _INV = np.concatenate((np.ones(1, dtype=_U64), np.full(size - 1, _B_INV, dtype=_U64).cumprod()))
-    return _POW, _INV
-
-
-def _token_terms(tokens: Sequence[int]) -> np.ndarray:
-    """``t mod 2**32 + _C`` for each token, as uint64 (any int: a token past int64 is reduced in Python)."""
-    try:
-        arr = np.fromiter(tokens, dtype=np.int64, count=len(tokens))
-    except OverflowError:
-        arr = np.fromiter((t & 0xFFFFFFFF for t in tokens), dtype=np.int64, count=len(tokens))
-    return (arr & 0xFFFFFFFF).astype(_U64) + _U64(_C)
-
-
-def kv_fingerprint_array(tokens: Sequence[int], h: int = _H0) -> np.ndarray:
-    """The fingerprints of ``tokens`` continuing from state ``h`` (``_H0``: from the start; a prefix's last
-    fingerprint: after that prefix), as an int64 array, computed at C speed."""
-    n = len(tokens)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    pw, inv = _powers(n)
-    acc = np.cumsum(_token_terms(tokens) * inv[1 : n + 1])
-    acc += _U64(h)
-    acc *= pw[1 : n + 1]
-    acc &= _U64(_MASK)
-    return acc.view(np.int64)
-
-
-def kv_extend(h: int, tokens: Sequence[int]) -> tuple[list[int], int]:
-    """(the fingerprints of ``tokens`` after a prefix whose last fingerprint is ``h``, the last of them): the
-    fingerprints of ``prefix + tokens`` from ``len(prefix)`` on, without the prefix's tokens."""
-    if not tokens:
-        return [], h
-    out = kv_fingerprint_array(tokens, h).tolist()
-    return out, out[-1]
-
-
-def kv_fingerprints(tokens: Sequence[int], start: int = 0) -> list[int]:
-    """Fingerprints of the KV of ``tokens[start:]``, each a function of the whole prefix up to that token."""
-    return kv_fingerprint_array(tokens)[start:].tolist()
-
-
-def mamba_fingerprint(tokens: Sequence[int]) -> int:
-    """Fingerprint of the Mamba state after ``tokens`` (a different function than the KV's)."""
-    n = len(tokens)
-    return mamba_fingerprint_of(kv_fingerprint_array(tokens) if n else (), n)
-
-
-def mamba_fingerprint_of(kv: Sequence[int], n: int) -> int:
-    """``mamba_fingerprint(tokens[:n])`` from ``kv = kv_fingerprints(tokens)`` (no second pass over the tokens)."""
-    return ((int(kv[n - 1]) if n else 0) * 31 + n + 7) & _MASK
 
 
 @dataclass(frozen=True)
@@ -131,46 +81,6 @@ class PoolAccounting:
 
 # ``_CPU`` (streams.py): devices are immutable, one object serves every CPU pool, and ``is _CPU`` answers without
 # asking torch (reading ``device.type`` builds a string in C++: a few per pool were 1% of an explorer schedule)
-
-
-_MINUS_ONE, _PLUS_ONE = (-1).__add__, (1).__add__
-
-
-def _shift(counts: list[int], slots: list[int], by: Callable[[int], int]) -> None:
-    """``counts[s] = by(counts[s])`` for each slot in order, at C speed (every pool operation does this): the maps
-    are lazy, so a slot listed twice is read after its first write and moves twice, as in a loop."""
-    deque(map(counts.__setitem__, slots, map(by, map(counts.__getitem__, slots))), 0)
-
-
-# A pool of at least _BIG slots keeps its free counts in a numpy array, so that a request's thousands of slots move
-# in one indexed update; a smaller pool (the explorer's, a scenario's) keeps a list, cheaper to index one slot at a
-# time and to copy. An indexed update counts a slot listed twice once, so a big pool uses it only while no slot can
-# repeat: ``_repeats`` turns on (and stays on) once a slot is in the free list twice (a double free, or a slot
-# listed twice in one free), and from then on ``np.add.at`` counts every occurrence.
-_BIG = 2048
-_MANY = 32  # below this many slots, one at a time even in a big pool
-
-
-def _idx(slots, pool: SlotPool | None = None) -> np.ndarray:
-    """Slots as an index array (``np.fromiter`` reads a list of ints several times faster than numpy's indexing
-    converts one); the list ``pool`` last allocated is already one."""
-    if slots.__class__ is np.ndarray:
-        return slots
-    if pool is not None:
-        recent = pool._recent
-        if slots is recent[0] and len(slots) == len(recent[1]):
-            return recent[1]
-    if isinstance(slots, torch.Tensor):
-        return slots.numpy()
-    return np.fromiter(slots, dtype=np.int64, count=len(slots))
-
-
-def _has_repeats(idx: np.ndarray, stamp: np.ndarray) -> bool:
-    """Whether a slot occurs twice in ``idx``: each position writes its number into ``stamp`` (scratch, one entry per
-    slot); a slot listed twice keeps only its last position's."""
-    where = np.arange(len(idx))
-    stamp[idx] = where
-    return bool((stamp[idx] != where).any())
 
 
 class SlotPool:
@@ -407,155 +317,6 @@ class SlotPool:
             duplicated_in_free_list=tuple(repeated),
             shared=tuple(sorted(compress(refs, map((1).__lt__, refs.values())))),
         )
-
-
-def _last_writes(dst_slots, src):
-    """``(dst_slots, src)`` with each destination slot kept once, with its last source: what the CPU's numpy
-    assignment leaves, made explicit for CUDA's index writes, which leave the winner of repeated slots undefined.
-    Slots given as a tensor are taken as they are (only a benchmark passes them, a permutation: none repeats)."""
-    if isinstance(dst_slots, torch.Tensor):
-        return dst_slots, src
-    dst = list(dst_slots)
-    if len(set(dst)) == len(dst):
-        return dst, src
-    src = src.tolist() if isinstance(src, torch.Tensor) else list(src)
-    last = {slot: i for i, slot in enumerate(dst)}  # a later occurrence overwrites an earlier one
-    keep = sorted(last.values())
-    return [dst[i] for i in keep], [src[i] for i in keep]
-
-
-def _put(data: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> None:
-    data[idx] = values
-
-
-def _take(data: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return data[idx]
-
-
-def _gather(data: torch.Tensor, idx: torch.Tensor, out: torch.Tensor) -> None:
-    out.copy_(data.index_select(0, idx), non_blocking=True)
-
-
-def _scatter(data: torch.Tensor, idx: torch.Tensor, staged: torch.Tensor) -> None:
-    data.index_copy_(0, idx, staged.to(data.device, non_blocking=True))
-
-
-class PendingCopy:
-    """A copy issued on a side stream. ``complete()`` waits for its event; for a backup it then moves the staged
-    data into the host pool. Until then the host pool's staging buffer belongs to it."""
-    __slots__ = ("streams", "event", "host", "host_idx", "staged", "done")
-
-    def __init__(self, streams, event, host: SlotPool, host_idx: torch.Tensor | None,
-                 staged: torch.Tensor | None) -> None:
-        self.streams, self.event, self.host, self.host_idx, self.staged = streams, event, host, host_idx, staged
-        self.done = False
-
-    def complete(self) -> None:
-        if self.done:
-            return
-        _host_waits_for(self.streams, self.event)
-        if self.host_idx is not None:  # a staged backup: its data is on the host only now
-            self.host.data[self.host_idx] = self.staged
-        self.done = True
-        self.host.inflight.remove(self)
-
-
-# The synchronisations, one function each (tests/test_streams.py removes each in turn and watches a test fail).
-def _host_waits_for(st, event) -> None:
-    st.synchronize(event)  # a non-blocking device->host result is undefined until its event
-
-
-def _side_waits_for_default(st, stream) -> None:
-    st.wait(stream, st.record(st.default))  # the model wrote the source (and reused the destination) there
-
-
-def _index_stream(st, stream):
-    return stream  # index tensors are made on the stream that reads them
-
-
-def _default_waits_for_load(st, event) -> None:
-    st.wait(st.default, event)  # the model's next work reads (or overwrites) what the load writes
-
-
-def _span(slots) -> tuple[int, int] | None:
-    """``(start, stop)`` when ``slots`` are consecutive (``range(4, 7)``, ``[4, 5, 6]``), else None."""
-    if isinstance(slots, range):
-        return (slots.start, slots.stop) if slots.step == 1 else None
-    if isinstance(slots, torch.Tensor) or slots[-1] - slots[0] != len(slots) - 1:
-        return None
-    first = slots[0]
-    return (first, first + len(slots)) if all(s == first + i for i, s in enumerate(slots)) else None
-
-
-def _index(slots) -> torch.Tensor | list[int]:
-    return slots if isinstance(slots, torch.Tensor) else list(slots)
-
-
-def _cpu_index(slots) -> torch.Tensor:
-    return slots if isinstance(slots, torch.Tensor) else torch.tensor(list(slots), dtype=torch.int64)
-
-
-def _on(slots, device: torch.device) -> torch.Tensor:
-    if isinstance(slots, torch.Tensor):
-        return slots.to(device)
-    return torch.tensor(list(slots), dtype=torch.int64, device=device)
-
-
-def _copy_into(out: torch.Tensor, src: torch.Tensor) -> None:
-    out.copy_(src, non_blocking=True)
-
-
-def copy_slots(src: SlotPool, src_slots: Sequence[int], dst: SlotPool, dst_slots: Sequence[int],
-               stream=None) -> PendingCopy | None:
-    """Copy slot data between pools (tiers); with streams the copy runs on ``stream`` and returns its
-    ``PendingCopy``, without them it is done on return. Slots are a list, a range or a CPU int64 tensor; two
-    consecutive runs copy straight between the pools, others go through the host pool's staging buffer."""
-    if len(src_slots) == 0:
-        return None
-    st = src.streams or dst.streams
-    if st is None or stream is None:
-        if src._np is not None and dst._np is not None:  # plain CPU pools: numpy views, no torch call
-            idx = _idx(dst_slots, dst)
-            dst._np[idx] = src._np[_idx(src_slots, src)]
-            if dst.on_write is not None:
-                dst.on_write(dst, idx)
-            return None
-        dst_slots, src_slots = _last_writes(dst_slots, src_slots)
-        s_idx, d_idx = _on(src_slots, src.device), _on(dst_slots, dst.device)
-        dst.data[d_idx] = src.data[s_idx].to(dst.device)
-        return None
-    s_span, d_span = _span(src_slots), _span(dst_slots)
-    if not (s_span and d_span):  # scattered: a slot repeated in dst_slots (after a double free) is written once
-        dst_slots, src_slots = _last_writes(dst_slots, src_slots)
-    n = len(src_slots)
-    host = dst if dst.host else src
-    if s_span and d_span:  # one block each way: one copy between the pinned host pool and the device
-        host._wait_for_staging()  # earlier copies of this host pool complete first (their scatters, in order)
-        _side_waits_for_default(st, stream)
-        into = dst.data[d_span[0] : d_span[1]]
-        st.launch(stream, _copy_into, into, src.data[s_span[0] : s_span[1]], host_out=into if dst.host else None)
-        event = st.record(stream)
-        copy = PendingCopy(st, event, host, None, None)
-    elif dst.host:  # backup: device -> pinned staging -> (at completion) host pool
-        staged = dst._staging_for(n)
-        _side_waits_for_default(st, stream)
-        st.launch(stream, _gather, src.data, st.upload(_index(src_slots), _index_stream(st, stream)), staged,
-                  host_out=staged)
-        event = st.record(stream)
-        copy = PendingCopy(st, event, dst, _cpu_index(dst_slots), staged)
-    else:  # load: host pool -> pinned staging (gathered on the CPU now) -> device
-        staged = src._staging_for(n)
-        torch.index_select(src.data, 0, _cpu_index(src_slots), out=staged)
-        _side_waits_for_default(st, stream)
-        st.launch(stream, _scatter, dst.data, st.upload(_index(dst_slots), _index_stream(st, stream)), staged)
-        event = st.record(stream)
-        copy = PendingCopy(st, event, src, None, staged)
-    if dst.host:
-        src.readers = [e for e in src.readers if not e.query()] + [event]  # finished reads need no wait
-    else:
-        _default_waits_for_load(st, event)
-    host.inflight.append(copy)
-    return copy
 
 
 @dataclass

@@ -16,8 +16,9 @@ sys.modules["import_graph"] = import_graph
 _spec.loader.exec_module(import_graph)
 
 GRAPH = import_graph.build(ROOT / "simcache")
-CORE = {f"simcache.{m}" for m in ("cache", "tree", "lru", "evict_host", "evict_device", "hicache", "storage", "prefetch",
-                                   "controller", "pools", "node", "requests", "versions", "config", "errors")}
+CORE = {f"simcache.{m}" for m in ("cache", "tree", "lru", "evict_host", "evict_device", "hicache", "storage",
+                                   "prefetch", "controller", "pools", "pool_copy", "slot_arrays", "fingerprints",
+                                   "node", "requests", "versions", "config", "errors")}
 CORE_HELPERS = {f"simcache.{m}" for m in ("keys", "trace_hooks", "streams")}  # leaves the core builds on
 ABOVE = ("simcache.explore", "simcache.render", "simcache.cli", "simcache.teach", "simcache.lab", "simcache.export",
          "simcache.player", "simcache.game", "simcache.workload", "simcache.simulate", "simcache.trace",

@@ -180,7 +180,8 @@ def test_a_backup_holding_the_wrong_data_is_caught_by_every_content_check(kind):
     def corrupt(i, cache, drv):
         if i == 2:
             node = cache.root_node.children[1].children[3]
-            assert node.key == (3, 4) and node.host_value is not None  # the backups are acknowledged: they hold the right data, then this one is damaged
+            # the backups are acknowledged: they hold the right data, then this one is damaged
+            assert node.key == (3, 4) and node.host_value is not None
             right = cache.pools.host_kv.read(node.host_value)
             seen["before"] = (check_all(cache, drv.live.values())["kv_content"], failing(cache, drv.live.values()))
             wrong = _wrong_backup_data(kind, right)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import simcache.pool_copy as pool_copy
 import simcache.pools as pools_module
 from simcache.cache import HiMambaRadixCache
 from simcache.cli import main
@@ -185,19 +186,19 @@ def test_the_emulation_really_defers_a_caches_copies_until_something_needs_them(
 BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED, REPEATED = PROBES
 MUTATIONS = {  # what is removed: (where, the no-op), the failing probes under lazy, under eager_default
     # the host scatters a backup's staging buffer without waiting for its event (bug 1)
-    "host_waits_for_event": ((pools_module, "_host_waits_for", lambda st, event: None),
+    "host_waits_for_event": ((pool_copy, "_host_waits_for", lambda st, event: None),
                              {BACKUP, TWO, LOAD, RESTORE, REUSE, SCATTERED, REPEATED},
                              {BACKUP, TWO, LOAD, RESTORE, SCATTERED}),
     # a host read or write does not complete the pool's pending copies first (bug 1)
     "flush_before_host_access": ((pools_module.SlotPool, "flush", lambda self: None), {BACKUP}, {BACKUP}),
     # index tensors made on the default stream and dropped while the side stream still reads them (bug 2)
-    "index_tensors_on_side_stream": ((pools_module, "_index_stream", lambda st, stream: st.default),
+    "index_tensors_on_side_stream": ((pool_copy, "_index_stream", lambda st, stream: st.default),
                                      {SCATTERED, REPEATED}, set()),
     # the side stream does not wait for the model's writes before copying
-    "side_waits_for_default": ((pools_module, "_side_waits_for_default", lambda st, stream: None),
+    "side_waits_for_default": ((pool_copy, "_side_waits_for_default", lambda st, stream: None),
                                {BACKUP, TWO, LOAD, RESTORE, REUSE, REPEATED}, set()),
     # the default stream does not wait for a load (bug 3: device reads before the ack, the restore race)
-    "default_waits_for_load": ((pools_module, "_default_waits_for_load", lambda st, event: None),
+    "default_waits_for_load": ((pool_copy, "_default_waits_for_load", lambda st, event: None),
                                {LOAD, RESTORE, SCATTERED}, {LOAD, RESTORE, SCATTERED}),
     # the default stream writes a pool while a backup still reads a freed slot of it (bug 3)
     "default_waits_for_readers": ((pools_module.SlotPool, "_wait_for_readers", lambda self: None),

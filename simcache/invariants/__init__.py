@@ -6,8 +6,8 @@ The list of invariants and what each checks is in ``named``'s docstring.
 # ruff: noqa: F401 -- every name the single module ``invariants.py`` held, importable as before
 from __future__ import annotations
 
+from ..fingerprints import kv_fingerprints, mamba_fingerprint
 from ..node import TreeNode
-from ..pools import kv_fingerprints, mamba_fingerprint
 from ..state import attached_ids, held_by, holder_map, referenced_slots
 from .boundary import BoundaryCheck, _other_refs
 from .named import (

@@ -1,17 +1,17 @@
-"""The state the boundary check keeps up to date: the attached tree, prefix fingerprints, each attached node's share
-of every invariant, and the pools' owned and loose slots (``BoundaryState``; the check itself is in ``boundary``)."""
+"""The state the boundary check keeps up to date: the attached tree, prefix fingerprints and each attached node's
+share of every invariant (``BoundaryState``; the pools' owned and loose slots: ``boundary_pools``; the check itself is
+in ``boundary``)."""
 from __future__ import annotations
 
-import numpy as np
-
+from ..fingerprints import kv_extend
 from ..node import TreeNode
-from ..pools import _has_repeats, kv_extend
 from ..state import held_by
+from .boundary_pools import PoolShares
 from .one_pass import _H0, _M
-from .tracked import _MOVED, _POOL_NAMES, _REKIDS, TrackedNode
+from .tracked import _MOVED, _REKIDS, TrackedNode
 
 
-class BoundaryState:
+class BoundaryState(PoolShares):
     """What ``BoundaryCheck`` keeps between two operation boundaries, and how the recorder's events and each node's
     share of the invariants bring it up to date."""
 
@@ -36,14 +36,6 @@ class BoundaryState:
             node.__class__ = TrackedNode
         _MOVED.add(node)
         _REKIDS.add(node)
-
-    def pool_event(self, pool: str, what: str, slots: tuple) -> None:
-        """A pool's alloc or free: its slots' free counts changed (``loose`` is brought up to date at the
-        boundary, from the pool's counts)."""
-        if what == "alloc" or what == "free":
-            got = self._events.get(pool)
-            if got is not None:
-                got += slots
 
     def relinked(self, parent, child) -> None:
         """``parent.children``'s entry for ``child`` changed (attach, detach: ``child`` entered or left it)."""
@@ -76,50 +68,7 @@ class BoundaryState:
         self.want_full: set[int] = set()
         self.want_m: set[int] = set()
         self.host_m: set[int] = set()
-        pools = cache.pools.all()
-        self.pools = pools
-        # per pool: how many attached nodes own each slot (all, and those whose slots must hold fingerprints), what
-        # each such slot must hold, the used slots nobody of the tree refers to (``loose``), the slots owned twice.
-        # A small pool keeps them in plain lists (an operation changes a few dozen slots: per-slot Python beats a
-        # numpy call); a big one (``pools._BIG``, free counts in numpy too) in arrays, moved per operation in a few
-        # numpy calls, since a long prompt's request moves thousands of slots (``_flush_arrays``)
-        self.big = {p: pools[p]._free_count.__class__ is not list for p in _POOL_NAMES}
-        self.refs, self.cnt, self.exp, self.loose = {}, {}, {}, {}
-        self.loose_mask: dict[str, np.ndarray] = {}  # a big pool's loose slots, and how many there are
-        self.loose_n: dict[str, int] = {}
-        for p in _POOL_NAMES:
-            size, free = pools[p].size, pools[p]._free_count
-            if self.big[p]:
-                self.refs[p], self.cnt[p], self.exp[p] = (np.zeros(size, dtype=np.int64) for _ in range(3))
-                self.loose[p] = set()  # (kept in ``loose_mask`` instead)
-                self.loose_mask[p] = free == 0
-                self.loose_n[p] = int(np.count_nonzero(self.loose_mask[p]))
-            else:
-                self.refs[p], self.cnt[p], self.exp[p] = [0] * size, [0] * size, [0] * size
-                self.loose[p] = {i for i, f in enumerate(free) if f == 0}
-        self.multi = dict.fromkeys(_POOL_NAMES, 0)
-        self.shared = dict.fromkeys(_POOL_NAMES, False)
-        # what the kv check compares a pool's data with, in one vectorised step: ``data & mask == want`` where
-        # mask is all ones on the owned slots and zero elsewhere, want the fingerprints there (its bytes kept)
-        self.mask = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.want = {p: np.zeros(pools[p].size, dtype=np.int64) for p in _POOL_NAMES}
-        self.want_bytes = {p: self.want[p].tobytes() for p in _POOL_NAMES}  # None: changed, made when read
-        # the same memory, written one slot at a time (an item write through a memoryview is one C call)
-        self.mask_mv = {p: memoryview(self.mask[p]).cast("B").cast("q") for p in _POOL_NAMES}
-        self.want_mv = {p: memoryview(self.want[p]).cast("B").cast("q") for p in _POOL_NAMES}
-        self.owned = dict.fromkeys(_POOL_NAMES, 0)  # slots with an owner that says what they hold
-        self._events: dict[str, list] = {p: [] for p in _POOL_NAMES}  # slots allocated / freed since the last flush
-        # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
-        self._q: dict[str, tuple] = {p: ([], [], [], [], []) for p in _POOL_NAMES}
-        # a big pool's kv check reads only the slots whose data (``SlotPool.on_write``) or wanted content changed
-        # since the last boundary (``dirty``; ``None``: all of them) and keeps the owned slots that differ (``kv_bad``)
-        self.kv_bad: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
-        self._stamp: dict[str, np.ndarray] = {}  # a big pool's scratch for ``_repeats``
-        self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
-        for p in _POOL_NAMES:
-            if self.big[p]:
-                pools[p].on_write = self._written
-                self.dirty[p] = None
+        self._build_pools(cache.pools.all())
         for n in self._subtree(root, _H0, 0):  # the attached nodes below the root, each counted once
             s = self._share_of(n)
             self.share[id(n)] = (n, s)
@@ -228,225 +177,23 @@ class BoundaryState:
         sums[1] += sign * prot
         sums[2] += sign * mall
         sums[3] += sign * mprot
-        q = self._q  # queued: ``_flush`` applies them per pool, every -1 before any +1
-        if sign > 0:
-            if full:
-                self.want_full.add(n.id)
-            if mamba:
-                self.want_m.add(n.id)
-            if host_m:
-                self.host_m.add(n.id)
-            for pool, slots, want in own if owned is None else owned:
-                rp, _, cp, _, cw = q[pool]
-                rp += slots
-                if want is not None:
-                    cp += slots
-                    cw += want
-        else:
-            if full:
-                self.want_full.discard(n.id)
-            if mamba:
-                self.want_m.discard(n.id)
-            if host_m:
-                self.host_m.discard(n.id)
-            for pool, slots, want in own if owned is None else owned:
-                _, rm, _, cm, _ = q[pool]
-                rm += slots
-                if want is not None:
-                    cm += slots
-
-    def _written(self, pool, idx) -> None:
-        """``SlotPool.on_write``: the data of these slots changed (a copy of this cache's pool, in a checkpoint or
-        a replay, shares the hook and is ignored)."""
-        name = pool.name
-        if self.pools.get(name) is not pool:
-            return
-        dirty = self.dirty[name]
-        if dirty is not None:
-            dirty.append(idx)
-            if len(dirty) > 4096:  # a boundary nobody checks (the check fell back, or stopped): read all, later
-                self.dirty[name] = None
-
-    def kv_differs(self, name: str) -> bool:
-        """A big pool: whether an owned slot holds other than what it must, from the slots that changed."""
-        pool, dirty = self.pools[name], self.dirty[name]
-        mask, want, bad = self.mask[name], self.want[name], self.kv_bad[name]
-        if dirty is None:
-            idx = np.flatnonzero(mask)
-            bad.clear()
-        elif dirty:  # (a slot listed twice is judged twice, alike)
-            idx = np.concatenate(dirty) if len(dirty) > 1 else dirty[0]
-        else:
-            return bool(bad)
-        self.dirty[name] = []
-        differs = (pool._np[idx] & mask[idx]) != want[idx]
-        if dirty is not None:
-            bad.difference_update(idx[~differs].tolist())
-        bad.update(idx[differs].tolist())
-        return bool(bad)
-
-    def _flush(self) -> None:
-        """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state.
-
-        The kv check's mask and wanted content follow each slot as its count moves (``_rewant``'s rule: all bits
-        and ``exp`` where an attached node owns the slot, zero elsewhere), written one item at a time through a
-        memoryview: an operation moves a few dozen slots, and two numpy calls per pool cost more than that. A big
-        pool's are moved with numpy instead (``_flush_arrays``)."""
-        pools = self.cache.pools.all()
-        for pool, (rp, rm, cp, cm, cw) in self._q.items():
-            events = self._events[pool]
-            if not (rp or rm or cp or cm or events):
-                continue
-            if self.big[pool]:
-                self._flush_arrays(pool, pools[pool])
-                continue
-            refs, cnt, exp = self.refs[pool], self.cnt[pool], self.exp[pool]
-            mask, want = self.mask_mv[pool], self.want_mv[pool]
-            multi = self.multi[pool]
-            for i in rm:
-                refs[i] -= 1
-            owned = self.owned[pool]
-            for i in cm:
-                c = cnt[i] = cnt[i] - 1
-                if c == 1:
-                    multi -= 1
-                elif c == 0:
-                    owned -= 1
-                if c > 0:
-                    mask[i], want[i] = -1, exp[i]
-                else:
-                    mask[i] = want[i] = 0
-            for i in rp:
-                refs[i] += 1
-            for i, w in zip(cp, cw, strict=True):
-                c = cnt[i] = cnt[i] + 1
-                if c == 1:
-                    owned += 1
-                elif c == 2:
-                    multi += 1
-                    self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
-                exp[i] = w
-                if c > 0:
-                    mask[i], want[i] = -1, w
-                else:
-                    mask[i] = want[i] = 0
-            if cm or cp:
-                self.want_bytes[pool] = None  # made again when the check reads it
-            self.multi[pool], self.owned[pool] = multi, owned
-            free, loose = pools[pool]._free_count, self.loose[pool]
-            for group in (rm, rp, events):
-                for i in group:
-                    if free[i] == 0 and refs[i] == 0:
-                        loose.add(i)
-                    else:
-                        loose.discard(i)
-            for q in (rp, rm, cp, cm, cw, events):
-                q.clear()
-
-    def _flush_arrays(self, pool: str, slot_pool) -> None:
-        """``_flush`` of one big pool in numpy, with the loops' exact effect: a slot listed several times moves as
-        many times (its count crosses 1 and 2 at most once each way, which is what ``owned`` and ``multi`` count),
-        the last wanted value listed for a slot is the one it keeps, and a listed slot is loose or not by its final
-        free count and references (``loose_mask``, with ``loose_n`` its number of loose slots)."""
-        rp, rm, cp, cm, cw = self._q[pool]
-        events = self._events[pool]
-        refs, cnt, exp, mask, want = self.refs[pool], self.cnt[pool], self.exp[pool], self.mask[pool], self.want[pool]
-        changed = []
-        listed = []
-        rep = self._repeats
-        if rm:
-            i = _ix(rm)
-            listed.append(i)
-            if rep(pool, rm, i):
-                np.subtract.at(refs, i, 1)
-            else:
-                refs[i] -= 1
-        if cm:
-            u = i if cm == rm else _ix(cm)  # (usually the same slots: those whose content a share knows)
-            c0 = cnt[u]
-            if rep(pool, cm, u):
-                u, k = np.unique(u, return_counts=True)
-                c0 = cnt[u]
-                c1 = c0 - k
-                self.multi[pool] -= int(np.count_nonzero((c0 >= 2) & (c1 <= 1)))
-                self.owned[pool] -= int(np.count_nonzero((c0 >= 1) & (c1 <= 0)))
-            else:  # each slot once: it moves by one
-                c1 = c0 - 1
-                self.multi[pool] -= int(np.count_nonzero(c0 == 2))
-                self.owned[pool] -= int(np.count_nonzero(c0 == 1))
-            cnt[u] = c1
-            on = c1 > 0
-            mask[u] = np.where(on, -1, 0)
-            want[u] = np.where(on, exp[u], 0)
-            changed.append(u)
-        if rp:
-            i = _ix(rp)
-            listed.append(i)
-            if rep(pool, rp, i):
-                np.add.at(refs, i, 1)
-            else:
-                refs[i] += 1
-        if cp:
-            u, w = (i if cp == rp else _ix(cp)), np.fromiter(cw, dtype=np.int64, count=len(cw))
-            if rep(pool, cp, u):
-                u, first, k = np.unique(u[::-1], return_index=True, return_counts=True)
-                w = w[len(w) - 1 - first]  # each slot's last wanted value
-                c0 = cnt[u]
-                c1 = c0 + k
-                self.owned[pool] += int(np.count_nonzero((c0 <= 0) & (c1 >= 1)))
-                twice = int(np.count_nonzero((c0 <= 1) & (c1 >= 2)))
-            else:
-                c0 = cnt[u]
-                c1 = c0 + 1
-                self.owned[pool] += int(np.count_nonzero(c0 == 0))
-                twice = int(np.count_nonzero(c0 == 1))
-            if twice:
-                self.multi[pool] += twice
-                self.shared[pool] = True  # two owners: ``exp`` holds one of theirs; rebuilt once they part
-            cnt[u] = c1
-            exp[u] = w
-            on = c1 > 0
-            mask[u] = np.where(on, -1, 0)
-            want[u] = np.where(on, w, 0)
-            changed.append(u)
-        if changed:
-            self.want_bytes[pool] = None
-            if self.dirty[pool] is not None:
-                self.dirty[pool] += changed
-        if events:
-            listed.append(_ix(events))
-        if listed:
-            s = np.concatenate(listed) if len(listed) > 1 else listed[0]
-            if rep(pool, None, s):
-                s = np.unique(s)
-            lm = self.loose_mask[pool]
-            now = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
-            self.loose_n[pool] += int(np.count_nonzero(now)) - int(np.count_nonzero(lm[s]))
-            lm[s] = now
-        for q in (rp, rm, cp, cm, cw, events):
-            q.clear()
-
-    def _repeats(self, pool: str, slots: list | None, idx: np.ndarray) -> bool:
-        """Whether a slot occurs twice: by hashing a short list, by this pool's scratch array for a long one (a
-        request's thousands: one numpy step costs less than hashing them)."""
-        if slots is not None and len(slots) < 256:
-            return len(set(slots)) < len(slots)
-        stamp = self._stamp.get(pool)
-        if stamp is None:
-            stamp = self._stamp[pool] = np.zeros(self.pools[pool].size, dtype=np.int64)
-        return _has_repeats(idx, stamp)
-
-    def _rewant(self, pool: str, slots) -> None:
-        """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""
-        cnt, exp, mask, want = self.cnt[pool], self.exp[pool], self.mask_mv[pool], self.want_mv[pool]
-        for i in slots:
-            if cnt[i] > 0:
-                mask[i], want[i] = -1, exp[i]
-            else:
-                mask[i] = want[i] = 0
-        self.want_bytes[pool] = None
-        if self.big[pool] and self.dirty[pool] is not None:
-            self.dirty[pool].append(_ix(list(slots)))
+        mark, k = (set.add, 0) if sign > 0 else (set.discard, 1)
+        if full:
+            mark(self.want_full, n.id)
+        if mamba:
+            mark(self.want_m, n.id)
+        if host_m:
+            mark(self.host_m, n.id)
+        # queued as (refs +1, refs -1, cnt +1, cnt -1, what the cnt +1 slots must hold): ``_flush`` applies them per
+        # pool, every -1 before any +1
+        q = self._q
+        for pool, slots, want in own if owned is None else owned:
+            queue = q[pool]
+            queue[k].extend(slots)
+            if want is not None:
+                queue[2 + k].extend(slots)
+                if sign > 0:
+                    queue[4].extend(want)
 
     def _releaf(self, n) -> None:
         cache, i = self.cache, id(n)
@@ -476,26 +223,3 @@ class BoundaryState:
             kids = self.read[i] = tuple({id(c) for c in n.children.values()})
             for j in kids:
                 readers.setdefault(j, {})[i] = n
-
-    def _exp_shared(self) -> bool:
-        """Whether a slot is owned by two attached nodes now; once none is, ``exp`` is rebuilt from the shares."""
-        if any(self.multi[name] for name in _POOL_NAMES if self.shared[name]):
-            return True
-        for name in _POOL_NAMES:
-            if self.shared[name]:
-                exp, touched = self.exp[name], set()
-                for _, s in self.share.values():
-                    for pool, slots, want in s[10]:
-                        if pool == name and want is not None:
-                            for i, w in zip(slots, want, strict=True):
-                                exp[i] = w
-                            touched.update(slots)
-                if touched:
-                    self._rewant(name, touched)
-                self.shared[name] = False
-        return False
-
-
-def _ix(slots) -> np.ndarray:
-    return np.fromiter(slots, dtype=np.int64, count=len(slots))
-

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..pools import kv_fingerprints, mamba_fingerprint
+from ..fingerprints import kv_fingerprints, mamba_fingerprint
 from ..state import attached_ids, held_by, holder_map, referenced_slots
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from itertools import compress
 from operator import itemgetter, not_
 
-from ..pools import KV_START, kv_extend
+from ..fingerprints import KV_START, kv_extend
 from ..state import held_by, referenced_slots
 
 _H0 = KV_START  # the fingerprint state before the first token
