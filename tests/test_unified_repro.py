@@ -66,7 +66,7 @@ def test_the_reproducers_fail_on_0_5_16_and_pass_on_0_5_17(
     assert ">       assert v == node" in crash
     assert got[f"{loop}_0_5_16.{returns}"].splitlines()[0] == (
         "AssertionError: evict(EvictParams(mamba_num=1)) never returns: the Mamba walk retries the same leaf, whose "
-        "write-back backup keeps failing (the watchdog stopped it after 2,000 attempts)")
+        "write-back backup keeps failing (the watchdog stopped it after 200 attempts)")
     passed = {k for k, v in got.items() if v == "passed"}
     assert passed == {f"{wb}_0_5_16.{clean}", f"{race}_0_5_17.{detached}", f"{race}_0_5_17.{twice}",
                       f"{wb}_0_5_17.{clean}", f"{loop}_0_5_17.{returns}"}

@@ -7,7 +7,7 @@
 (``SGLANG_PATH=/path/to/sglang`` runs a checkout; ``SGLANG_VERSION`` then names its file layout.) The cache is
 SGLang's own ``UnifiedRadixCache``, unmodified, with a full and a Mamba component and HiCache write-back, built by
 its own ``init_hicache``, over simcache's fake pools and controller on CPU. A watchdog in the fake host pool stops
-the loop: every backup attempt asks the host pool for its free size, and the eviction here asks 2,000 times
+the loop: every backup attempt asks the host pool for its free size, and the eviction here asks 200 times
 without freeing anything.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ class WriteBackMambaEviction:
             c.evict_mamba(1)
         except Looping:
             self.fail("evict(EvictParams(mamba_num=1)) never returns: the Mamba walk retries the same leaf, whose "
-                      "write-back backup keeps failing (the watchdog stopped it after 2,000 attempts)")
+                      "write-back backup keeps failing (the watchdog stopped it after 200 attempts)")
 
 
 for _v in VERSIONS:

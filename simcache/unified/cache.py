@@ -33,7 +33,12 @@ from .storage import Storage
 from .tree import TreeOps
 from .versions import UnifiedFlags
 
-WATCHDOG = 2_000  # host KV size queries in one operation; the real harness stops its run at the same query
+
+def watchdog(device_kv: int, host_kv: int) -> int:
+    """Host KV size queries one operation may make before it counts as looping forever. Each backup attempt makes
+    one, and an operation backs up each node at most a few times (its insert path with parents, its evictions), a
+    node holding at least one slot: four per slot is a safe bound. The real harness stops at the same query."""
+    return max(200, 4 * (device_kv + host_kv))
 
 
 class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
@@ -49,6 +54,7 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         self.pools = Pools.create(config.device_kv, config.device_mamba, config.host_kv, config.host_mamba,
                                   config.device)
         self.host_queries = 0  # host KV size queries in the current operation (``host_available``)
+        self.watchdog = watchdog(config.device_kv, config.host_kv)
         self.controller = UnifiedController(self.pools, config.policy, config.page_size, config.auto_complete)
         self.controller.evict_mamba_host = self.evict_mamba_host
         self.controller.evict_mamba = self.evict_mamba
@@ -88,10 +94,10 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
 
     def host_available(self) -> int:
         """The host KV pool's free size, counting the query: every backup attempt makes one, so an operation that
-        retries a failing backup forever (0.5.16) makes unboundedly many. Past ``WATCHDOG`` in one operation it
+        retries a failing backup forever (0.5.16) makes unboundedly many. Past ``watchdog`` in one operation it
         stops where ``simcache.real.unified`` stops the real code, so both leave the same state behind."""
         self.host_queries += 1
-        if self.host_queries > WATCHDOG:
+        if self.host_queries > self.watchdog:
             raise Livelock("the operation retries a failing backup forever")
         return self.pools.host_kv.available_size()
 

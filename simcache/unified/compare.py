@@ -6,7 +6,7 @@ live and finished later), device, Mamba and host evictions, acks, storage backup
 and completions. ``compare(presets, seeds, n)`` runs each case on the model preset and on the release it models
 (``versions.RELEASE_OF``) and returns the disagreements with the fields that differ. An operation that would loop
 forever (0.5.16 under write-back, on a Mamba leaf whose backup keeps failing) is stopped by both sides at the same
-host-pool query (``cache.WATCHDOG``): its outcome is ``run.HANG_FIELDS``, and no clock is involved.
+host-pool query (``cache.watchdog``): its outcome is ``run.HANG_FIELDS``, and no clock is involved.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from .node import UNode
 
 DEVICE, HOST, ALL = 1, 2, 3
 FULL, MAMBA = "full", "mamba"
-LOOP_LIMIT = 1_000_000  # iterations of one eviction walk: a backstop (``cache.WATCHDOG`` stops a loop first)
+LOOP_LIMIT = 1_000_000  # iterations of one eviction walk: a backstop (``cache.watchdog`` stops a loop first)
 
 
 class Livelock(Exception):

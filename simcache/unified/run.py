@@ -147,6 +147,13 @@ def _ids(v) -> str:
     return ",".join(map(str, v)) if v is not None else "-"
 
 
+def stale_refs(cache) -> list[str]:
+    """``keys@holder`` for every node a holder refers to that is no longer reachable from the root."""
+    att = cache.attached()
+    return sorted({f"{','.join(map(str, n.key))}@{h}" for h, ns in cache.holders().items() for n in ns
+                   if n is not None and id(n) not in att})
+
+
 def state(cache, live) -> dict:
     nodes = _dfs(cache)
     tree, slots = [], []
@@ -159,9 +166,7 @@ def state(cache, live) -> dict:
                     f"hml={n.host_mamba_ref_counter}" + (" !len" if bad else ""))
         slots.append(f"{d} {keys} " + " ".join(f"{k}={_ids(v)}" for k, v in (
             ("v", n.value), ("h", n.host_value), ("m", n.mamba_value), ("mh", n.mamba_host_value))))
-    att = cache.attached()
-    stale = sorted({f"{','.join(map(str, n.key))}@{h}" for h, ns in cache.holders().items() for n in ns
-                    if n is not None and id(n) not in att})
+    stale = stale_refs(cache)
     cc = cache.controller
     refs: dict[str, list[int]] = {p: [] for p in POOLS}
     for _, n in nodes:
@@ -224,7 +229,7 @@ def run_model(cfg: dict, ops: list[tuple[str | None, dict]], preset: str) -> dic
             crash, step = crash_from(e), i
             cache.crashed = crash
             break
-        if first_stale is None and state(cache, drv.live.values())["stale_final"]:
+        if first_stale is None and stale_refs(cache):
             first_stale = i
     st = state(cache, list(drv.live.values()))
     if crash is None:

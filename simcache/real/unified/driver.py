@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import torch
 
+from ...unified.cache import watchdog
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
 from . import fakes, stubs
@@ -111,6 +112,7 @@ class RealUnified:
         self.device = fakes.DeviceKVAllocator(s.device_kv, self.ledger)
         self.mamba = FakeMambaPool(s.device_mamba, self.ledger)
         self.host_kv = WatchedHostPool("host_kv", s.host_kv, self.ledger, self.page_size)
+        self.host_kv.limit = watchdog(s.device_kv, s.host_kv)
         self.host_mamba = FreeListPool("host_mamba", s.host_mamba, self.ledger)
         self.req_pool = fakes.HybridReqToTokenPool(self.mamba, s.max_reqs, s.max_context, False)
         self.controller = fakes.UnifiedController(

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 from numpy import float64
 
-from ...unified.cache import WATCHDOG
+from ...unified.cache import watchdog
 from ..env import POOLS
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
@@ -32,8 +32,6 @@ from . import fakes, stubs
 MC = "sglang.srt.mem_cache"
 
 
-# WATCHDOG: host pool size queries in one operation; beyond, the real code is looping (the model stops at the same
-# query, so both leave the same state)
 
 
 class Looping(BaseException):
@@ -46,10 +44,11 @@ class WatchedHostPool(FreeListPool):
     a failing backup forever makes unboundedly many."""
 
     queries = 0
+    limit = 200  # ``simcache.unified.cache.watchdog`` of the run's pools; the model stops at the same query
 
     def available_size(self) -> int:
         self.queries += 1
-        if self.queries > WATCHDOG:
+        if self.queries > self.limit:
             raise Looping()
         return super().available_size()
 
@@ -81,6 +80,7 @@ class UnifiedEnv:
         self.rtp = fakes.HybridReqToTokenPool(FakeMambaPool(cfg["device_mamba"], self.ledger), cfg["device_mamba"] + 1,
                                               max_ctx, self.extra_buffer)
         self.host_kv = WatchedHostPool("host_kv", cfg["host_kv"], self.ledger, ps)
+        self.host_kv.limit = watchdog(cfg["device_kv"], cfg["host_kv"])
         self.host_mamba = FreeListPool("host_mamba", cfg["host_mamba"], self.ledger)
         self.cc = fakes.UnifiedController(self.alloc, self.host_kv, self.rtp.mamba_pool, self.host_mamba,
                                           cfg["policy"], page_size=ps, prefetch_threshold=cfg["prefetch_threshold"],
