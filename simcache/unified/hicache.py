@@ -175,7 +175,7 @@ class HostTier:
         host_indices = [s for chunk in reversed(host_kv) for s in chunk]
         skips = self.inc_lock_ref(best)
         delta = self.last_lock_delta
-        mamba = self._mamba_load_transfers(best, req)
+        mamba, node_transfer = self._mamba_load_transfers(best, req)
         if (len(host_indices) < self.load_back_threshold and not mamba) or (
                 mem_quota is not None and len(host_indices) > mem_quota + delta):
             self.dec_lock_ref(best, skips)
@@ -193,16 +193,15 @@ class HostTier:
         if device is None:
             self.dec_host_lock_ref(best, host_skips)
             return False
-        if len(device) > 0 or host_indices:
-            at = 0
-            for n in nodes:
-                k = len(n.host_value)
-                n.value = list(device[at:at + k])
-                at += k
-                self.evictable[FULL] += k
-                self._update_evictable_leaf_sets(n)
+        at = 0
+        for n in nodes:  # the Full component's commit: the fresh device KV, node by node from the top
+            k = len(n.host_value)
+            n.value = list(device[at:at + k])
+            at += k
+            self.evictable[FULL] += k
+            self._update_evictable_leaf_sets(n)
         self._update_evictable_leaf_sets(best)
-        if mamba and mamba[0].device_indices is not None and mamba[0] is self._node_transfer:
+        if node_transfer is not None and node_transfer.device_indices is not None:
             best.mamba_value = list(mamba[0].device_indices)
             if self.mamba_host_lru_list.in_list(best):
                 self.mamba_host_lru_list.remove_node(best)
@@ -212,16 +211,15 @@ class HostTier:
         self.ongoing_load_back[best.id] = (best, self.inc_lock_ref(best), host_skips)
         return True
 
-    def _mamba_load_transfers(self, node: UNode, req) -> list[MambaTransfer]:
-        """The Mamba component's load-back transfers: the node's state back to a fresh device slot, and a copy into
-        the request's own slot (allocated here, evicting one state if the pool is short)."""
-        self._node_transfer = None
+    def _mamba_load_transfers(self, node: UNode, req) -> tuple[list[MambaTransfer], MambaTransfer | None]:
+        """The Mamba component's load-back transfers: the node's state back to a fresh device slot (returned too),
+        and a copy into the request's own slot (allocated here, evicting one state if the pool is short)."""
         if node.mamba_value is not None:
-            return []
-        out = []
+            return [], None
+        out, to_node = [], None
         if node.mamba_host_value is not None:
-            self._node_transfer = MambaTransfer(list(node.mamba_host_value), None)
-            out.append(self._node_transfer)
+            to_node = MambaTransfer(list(node.mamba_host_value), None)
+            out.append(to_node)
         if req is not None and node.mamba_host_value is not None:
             if req.mamba_pool_idx is None:
                 got = self.pools.device_mamba.alloc(1)
@@ -232,7 +230,7 @@ class HostTier:
                         raise CacheAssertion("Cannot alloc mamba for load_back")
                 req.mamba_pool_idx = got[0]
             out.append(MambaTransfer(list(node.mamba_host_value), [req.mamba_pool_idx]))
-        return out
+        return out, to_node
 
     @simulated
     def loading_check(self) -> None:
