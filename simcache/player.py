@@ -266,8 +266,10 @@ class _Side:
         self.code = W.HTML()
         self.token = f"sc-t{next(_TOKENS)}"
         compare = stack_in_tabs
+        # anchored at its bottom (a reversed column), where the open frame and its ▶ line are: a widget runs no
+        # script to scroll the pane, and the innermost frame comes last
         self.code_box = W.Box([self.code], layout=W.Layout(max_height="230px" if compare else "330px",
-                                                           overflow="auto"))
+                                                           overflow="auto", flex_flow="column-reverse"))
         self.explanation, self.panels, self.pools, self.invariants, self.legend = (W.HTML() for _ in range(5))
         box = W.Layout(max_height="190px" if compare else "250px", overflow="auto")
         shown = (self.stack, self.explanation, self.panels, self.pools, self.invariants, self.legend) + \

@@ -163,6 +163,18 @@ def test_notebook3_player_jumps_to_the_stale_node(lab):
             box = stale.locator("polygon, path").first
             assert box.get_attribute("stroke") == RED and box.get_attribute("stroke-dasharray")
             assert "still held by" in player.locator("svg").first.text_content()
+            # #40 §2: the whole player (controls, timeline, tree, code and tabs) fits one 900-pixel screen
+            page.set_viewport_size({"width": 1440, "height": 900})
+            player.scroll_into_view_if_needed()
+            height = player.bounding_box()["height"]
+            assert height <= 900, f"the player is {height:.0f} px tall; it must fit one 1440x900 screen"
+            # the code pane shows its ▶ line without a scroll (no script runs in a widget: the pane sits on its end)
+            inside = page.evaluate("""(el) => { const cur = el.querySelector('.sc-cur'); const box = cur &&
+                cur.closest('.widget-box'); if (!cur) return 'no line'; const b = box.getBoundingClientRect(),
+                c = cur.getBoundingClientRect(); return c.top >= b.top - 1 && c.bottom <= b.bottom + 1; }""",
+                                   player.element_handle())
+            assert inside is True, inside
+            page.set_viewport_size({"width": 1500, "height": 1300})
 
             stale.scroll_into_view_if_needed()
             page.mouse.move(0, 0)

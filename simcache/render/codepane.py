@@ -30,7 +30,7 @@ CODE_CSS = (
     ".sc-code a.sc-node:hover,.sc-code a.sc-node:focus{background:#f59e0b;color:#fff;outline:none}"
     ".sc-code pre.sc-src{margin:3px 0;font-size:12px;line-height:1.35;background:#f9fafb;padding:3px 0}"
     # long lines wrap under their own text (a hanging indent past the line number): never cut, never hidden
-    ".sc-code .sc-ln{display:block;white-space:pre-wrap;overflow-wrap:anywhere;padding-left:calc(3.2em + 9px);"
+    ".sc-code .sc-ln{display:block;white-space:pre-wrap;overflow-wrap:break-word;padding-left:calc(3.2em + 9px);"
     "text-indent:calc(-3.2em - 6px);border-left:4px solid transparent}"
     ".sc-code .sc-ln i{display:inline-block;width:3.2em;color:#9ca3af;font-style:normal;text-align:right;"
     "margin-right:6px;text-indent:0}"
