@@ -102,7 +102,7 @@ class RealUnified:
         m, mc = self.loaded, "sglang.srt.mem_cache"
         self.target = m.target
         ct = m.module(f"{mc}.unified_cache.component_type" if self.target.is_tree_core
-                      else f"{mc}.unified_cache_components.tree_component")
+                      else self.target.base_module)
         self.CT = ct.ComponentType
         self.B = m.module(f"{mc}.base_prefix_cache")
         self.RadixKey = m.module(f"{mc}.radix_cache").RadixKey

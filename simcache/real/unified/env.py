@@ -64,8 +64,7 @@ class UnifiedEnv:
         self.CT = ct.ComponentType
         # SGLang's node ids and access clock are process-wide counters: restart them, so a run's ids (some
         # assertion texts name them) do not depend on the runs before it
-        tc = loaded.module(f"{MC}.unified_cache.components.tree_component" if target.is_tree_core else
-                           f"{MC}.unified_cache_components.tree_component")
+        tc = loaded.module(target.base_module)
         tc._LAST_ACCESS_TIME_COUNTER_FLOAT = float64(1.0)
         nodes = loaded.module(f"{MC}.unified_cache.unified_tree_core" if target.is_tree_core else
                               f"{MC}.unified_radix_cache")

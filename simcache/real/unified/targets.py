@@ -29,6 +29,7 @@ class UnifiedTarget(Target):
     late_host_alloc: bool = False
     packages: frozenset[str] = frozenset()  # of ``modules``: folders, loaded from their __init__.py
     released: str = ""  # the release date (or the commit's date)
+    base_module: str = ""  # the components' base module (ComponentType, the access clock)
 
     def path_of(self, module: str) -> str:
         base = module.replace(".", "/")
@@ -59,13 +60,13 @@ _TREE_CORE = _mc(*_BASE, "unified_cache", "unified_cache.component_type", "unifi
 def _components(name: str, late: bool, released: str) -> UnifiedTarget:
     return UnifiedTarget(name=name, cls=CLASS, modules=_COMPONENTS, stubs=stubs.unified, layout="components",
                          late_host_alloc=late, packages=frozenset(_mc("unified_cache_components")),
-                         released=released)
+                         released=released, base_module=f"{MEM_CACHE}.unified_cache_components.tree_component")
 
 
 def _tree_core(name: str, released: str) -> UnifiedTarget:
     return UnifiedTarget(name=name, cls=CLASS, modules=_TREE_CORE, stubs=stubs.unified, layout="tree_core",
-                         late_host_alloc=True,
-                         packages=frozenset(_mc("unified_cache", "unified_cache.components")), released=released)
+                         late_host_alloc=True, packages=frozenset(_mc("unified_cache", "unified_cache.components")),
+                         released=released, base_module=f"{MEM_CACHE}.unified_cache.components.tree_component")
 
 
 # version (or the mirror commit's first 9 digits) -> its target; the dates are the releases' upload dates
