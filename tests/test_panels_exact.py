@@ -195,6 +195,15 @@ def test_the_call_stack_indents_each_frame_and_ends_with_the_micro_step():
         "</ul></div>")
 
 
+def test_no_panel_reads_removed_from_nothing():
+    """#40 §6: a clean-up that found the node in no structure is said as a sentence."""
+    cleanup = step(kind="cleaned_up", stack=(), text="stale guard: cleaned up [1,2]#8 (stale node in f); removed from "
+                   "nothing", detail={"reason": "stale node in f", "removed": []})
+    html = stack_panel(cleanup)
+    assert "removed from nothing" not in html
+    assert "A stale guard cleans up #8 [1,2] (stale node in f): no structure held it, so it is only skipped." in html
+
+
 def test_at_the_assertion_the_stack_lists_the_frames_the_cache_raised_from():
     raised = step(kind="assertion", stack=(), text="AssertionError", detail={"stack": ("evict", "_delete")})
     html = stack_panel(raised)

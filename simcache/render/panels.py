@@ -19,7 +19,7 @@ from html import escape
 from ..invariants import INVARIANTS
 from ..snapshot import Snapshot
 from .dot import abbreviate_key
-from .words import short
+from .words import sentence, short
 
 PANEL_CSS = """
 .sc-panel{font-family:Helvetica,Arial,sans-serif;font-size:14px;color:#111827;margin:0 0 10px 0}
@@ -171,6 +171,12 @@ def invariants_panel(trace, step: int, run: str = "") -> str:
             f'<table class="sc-table">{"".join(rows)}</table></div>')
 
 
+def _words(step) -> str:
+    """The micro-step as the stack panel names it: the trace's words, but a clean-up as a sentence (the trace says
+    "removed from nothing" when no structure held the node)."""
+    return sentence(step) if step.kind == "cleaned_up" else short(step.text)
+
+
 def stack_panel(step, op_text: str = "", run: str = "") -> str:
     """The nested call stack of micro-step ``step`` (a ``MicroStep``), with the micro-step itself innermost. At the
     assertion the simulated stack has already unwound, so the frames the cache raised from are listed instead
@@ -180,7 +186,7 @@ def stack_panel(step, op_text: str = "", run: str = "") -> str:
         frames = tuple(step.detail.get("stack", ()))
     items = [f'<li style="padding-left:{d * 0.9:.1f}em">{escape(f)}()</li>' for d, f in enumerate(frames)]
     items.append(f'<li class="sc-here" style="padding-left:{len(frames) * 0.9:.1f}em">'
-                 f'<span class="sc-kind">{escape(step.kind)}</span> {escape(short(step.text))}</li>')
+                 f'<span class="sc-kind">{escape(step.kind)}</span> {escape(_words(step))}</li>')
     head = f"<div><b>op {step.op}</b> {escape(short(op_text))}</div>" if op_text else ""
     return (f'<div class="sc-panel sc-callstack"><h4>Call stack{_of(run)}</h4>{head}'
             f'<ul class="sc-stack">{"".join(items)}</ul></div>')
