@@ -70,12 +70,12 @@ def test_an_exception_raised_in_an_observer_names_its_file_and_line():
 
 
 def test_an_exception_raised_in_a_view_names_the_views_file_not_its_package():
-    from simcache.render.dot import abbreviate_key
+    from simcache.render.words import short_key  # every view's key wording (render.dot.abbreviate_key calls it)
 
-    exc = caught(abbreviate_key, 5)
+    exc = caught(short_key, 5)
     with pytest.raises(InternalError) as e:
         raise_if_internal(exc, "frame 2")
-    assert str(e.value) == f"simcache bug while observing frame 2: TypeError: {exc} (in dot.py:{_where(exc)})"
+    assert str(e.value) == f"simcache bug while observing frame 2: TypeError: {exc} (in words.py:{_where(exc)})"
 
 
 def test_an_exception_raised_outside_the_observers_in_unnamed_code_or_never_raised_is_a_result():

@@ -189,7 +189,7 @@ class _FullStdout(io.StringIO):
 
 
 def test_the_game_page_onto_a_full_stdout_exits_1_and_a_closed_reader_exits_0(monkeypatch, capsys):
-    monkeypatch.setattr("simcache.game_map.render_game", lambda numbers, limit, say: "<!doctype html>")
+    monkeypatch.setattr("simcache.game_map.render_game", lambda numbers, say=None, cache=True: "<!doctype html>")
     monkeypatch.setattr(sys, "stdout", _FullStdout())
     assert main(["export", "--game", "1", "-o", "-"]) == 1
     assert capsys.readouterr().err.endswith("simcache: cannot write to standard output: No space left on device; "
