@@ -16,8 +16,9 @@ from .cli_commands import cmd_scenarios, cmd_workload
 from .cli_numbers import LIMITS, MAX_JOBS, MAX_WORKLOAD_TURNS, UsageError, decimal, whole  # noqa: F401 -- re-exported
 from .cli_output import _OUTPUT_ERRNOS, _SIGNED, _drop_stdout, _guard_signed, _say, one_line  # noqa: F401 -- re-exported
 from .errors import OutputError, SimcacheError, shown
+from .presets import ALL_PRESETS
 from .transcript import transcript
-from .versions import PRESETS, parse_flag
+from .versions import parse_flag
 from .workload import WorkloadSpec
 
 AGAINST_REAL_HELP = ("also run it on SGLang's own cache code and state the real outcome in the header: a release "
@@ -38,8 +39,8 @@ def _flags(items: Sequence[str] | None) -> dict:
 
 
 def _preset(name: str | None) -> str | None:
-    if name is not None and name not in PRESETS:
-        raise UsageError(f"unknown preset {shown(name)}; choose one of {', '.join(PRESETS)}")
+    if name is not None and name not in ALL_PRESETS:
+        raise UsageError(f"unknown preset {shown(name)}; choose one of {', '.join(ALL_PRESETS)}")
     return name
 
 
@@ -103,6 +104,12 @@ def _against_real(run, a) -> tuple[str, dict] | None:
     word = getattr(a, "against_real", None)
     if word is None:
         return None
+    from .presets import is_unified
+
+    if is_unified(run.flags):
+        from .real.unified.confirm import against_real_unified
+
+        return against_real_unified(run, word)
     from .real.compare import against_real
 
     return against_real(run, word)
@@ -231,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", parser_class=_Parser)
     r = sub.add_parser("run", help="run a scenario and print what happened")
     r.add_argument("scenario", help="a gallery name (see `scenarios`) or a YAML/JSON file (the oracle's OPS.json too)")
-    r.add_argument("--preset", help=f"one of {', '.join(PRESETS)} (default: the scenario's, else pre_fix)")
+    r.add_argument("--preset", help=f"one of {', '.join(ALL_PRESETS)} (default: the scenario's, else pre_fix)")
     r.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     r.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
@@ -244,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_scenarios)
     e = sub.add_parser("export", help="write a self-contained HTML page of a run")
     e.add_argument("scenario", nargs="?", help="a gallery name or a YAML/JSON file (not with --game)")
-    e.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
+    e.add_argument("--preset", help=f"one of {', '.join(ALL_PRESETS)}")
     e.add_argument("--compare", metavar="A,B", help="two presets side by side")
     e.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     e.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*'")
@@ -265,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=cmd_export)
     x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")
     x.add_argument("scenario", help="a gallery name or a YAML/JSON file")
-    x.add_argument("--preset", help=f"one of {', '.join(PRESETS)}")
+    x.add_argument("--preset", help=f"one of {', '.join(ALL_PRESETS)}")
     x.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
     x.add_argument("--strategy", default="exhaustive", choices=["exhaustive", "random", "pct"],
                    help="how schedules are chosen: exhaustive (the default: every one within --bound), random "

@@ -30,6 +30,10 @@ from pathlib import Path
 from .node import TreeNode
 from .trace import _Replayer, op_position
 from .trace_hooks import SIMULATED_CODE
+from .unified.versions import FLAG_NAMES as UNIFIED_FLAG_NAMES
+from .unified.versions import PRESETS as UNIFIED_PRESETS
+from .unified.versions import RELEASE_OF as UNIFIED_RELEASE_OF
+from .unified.versions import UnifiedFlags
 from .versions import FLAG_NAMES, Flags
 
 # the real commit each preset's line numbers come from; the two fixes that were never merged patch pre_fix's code
@@ -45,6 +49,8 @@ FLAG_CALLS = {"_stale_guard": "stale_guards"}
 _PACKAGE = Path(__file__).resolve().parent
 _CAPTURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trace -> {step: frames}
 MAX_LIST = 8  # a local list of nodes longer than this is not listed node by node
+_FLAGS = frozenset(FLAG_NAMES) | frozenset(UNIFIED_FLAG_NAMES)  # the flags of both families (fix lines)
+_UNIFIED_DIR = f"{Path('simcache') / 'unified'}"  # the unified model's files (``simcache/unified/``)
 
 
 @dataclass(frozen=True)
@@ -56,9 +62,17 @@ class CodeFrame:
     line: int  # the current line (absolute)
     locals: tuple[tuple[str, tuple[int, ...]], ...]  # local name -> the node ids it holds
     fix_lines: tuple[tuple[int, str], ...]  # (absolute line, flag) of the lines that belong to a fix
+    qualname: str = ""  # the simulated function's qualified name (``FullComponent.drive_eviction``)
 
     def sglang(self, preset: str) -> str | None:
-        """``hi_mamba_radix_cache.py:603 @ 14e122cd``: where SGLang defines this function at ``preset``'s commit."""
+        """``hi_mamba_radix_cache.py:603 @ 14e122cd``: where SGLang defines this function at ``preset``'s commit
+        (a unified preset: ``unified_radix_cache.py:1312 @ 0.5.16``, its release's file)."""
+        if preset in UNIFIED_PRESETS:
+            cls = self.qualname.split(".")[0]
+            name = f"{cls}.{self.function}" if cls in ("FullComponent", "MambaComponent") else self.function
+            version = UNIFIED_RELEASE_OF[preset]
+            where = unified_lines().get(name, {}).get(version)
+            return None if where is None else f"{where[0]}:{where[1]} @ {version}"
         commit = COMMITS.get(NEAREST.get(preset, preset))
         where = sglang_lines().get(self.function, {}).get(commit or "")
         return None if where is None else f"{where[0]}:{where[1]} @ {commit[:8]}"
@@ -70,8 +84,18 @@ def sglang_lines() -> dict[str, dict[str, list]]:
 
 
 @cache
-def _code_of(name: str):
-    return next((c for c, n in SIMULATED_CODE.items() if n == name), None)
+def unified_lines() -> dict[str, dict[str, list]]:
+    """``data/sglang_lines_unified.json`` (``tools/sglang_lines_unified.py``): the unified model's functions."""
+    return json.loads((_PACKAGE / "data" / "sglang_lines_unified.json").read_text())
+
+
+@cache
+def _code_of(name: str, unified: bool = False):
+    """The code of the simulated function ``name`` (HiMamba's, or with ``unified`` the unified model's, where both
+    have one of that name)."""
+    found = [c for c, n in SIMULATED_CODE.items() if n == name]
+    mine = [c for c in found if (_UNIFIED_DIR in c.co_filename) == unified]
+    return (mine or found or [None])[0]
 
 
 @cache
@@ -88,8 +112,8 @@ def _source(code) -> tuple[str, int, tuple[str, ...], tuple[tuple[int, str], ...
         if not isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assign, ast.Return, ast.Expr)):
             continue
         test = node.test if isinstance(node, (ast.If, ast.IfExp, ast.While)) else node
-        flag = next((a.attr if a.attr in FLAG_NAMES else FLAG_CALLS[a.attr] for a in ast.walk(test)
-                     if isinstance(a, ast.Attribute) and (a.attr in FLAG_NAMES or a.attr in FLAG_CALLS)), None)
+        flag = next((a.attr if a.attr in _FLAGS else FLAG_CALLS[a.attr] for a in ast.walk(test)
+                     if isinstance(a, ast.Attribute) and (a.attr in _FLAGS or a.attr in FLAG_CALLS)), None)
         if flag is None:
             continue
         body = node.body if isinstance(node, (ast.If, ast.While)) else [node]
@@ -100,9 +124,9 @@ def _source(code) -> tuple[str, int, tuple[str, ...], tuple[tuple[int, str], ...
 
 
 def _nodes(value) -> tuple[int, ...] | None:
-    if value.__class__ is TreeNode:
+    if isinstance(value, TreeNode):  # a unified node (``UNode``) too
         return (value.id,)
-    if isinstance(value, (list, tuple)) and 0 < len(value) <= MAX_LIST and all(v.__class__ is TreeNode for v in value):
+    if isinstance(value, (list, tuple)) and 0 < len(value) <= MAX_LIST and all(isinstance(v, TreeNode) for v in value):
         return tuple(v.id for v in value)
     return None
 
@@ -110,7 +134,7 @@ def _nodes(value) -> tuple[int, ...] | None:
 def _frame(code, line: int, values: dict) -> CodeFrame:
     rel, first, lines, fixes, _ = _source(code)
     held = tuple((k, ids) for k, v in values.items() if k != "self" and (ids := _nodes(v)) is not None)
-    return CodeFrame(SIMULATED_CODE[code], rel, first, lines, line, held, fixes)
+    return CodeFrame(SIMULATED_CODE[code], rel, first, lines, line, held, fixes, code.co_qualname)
 
 
 def _python_frames(f, pending) -> tuple[CodeFrame, ...]:
@@ -123,7 +147,7 @@ def _python_frames(f, pending) -> tuple[CodeFrame, ...]:
         f = f.f_back
     out.reverse()
     if pending is not None:
-        code = _code_of(pending[0])
+        code = _code_of(pending[0], any(_UNIFIED_DIR in fr.path for fr in out))
         if code is not None:
             names = code.co_varnames[1 : code.co_argcount]  # after ``self``
             out.append(_frame(code, _source(code)[4], dict(zip(names, pending[1], strict=False))))
@@ -226,6 +250,6 @@ def code_at(trace, step: int) -> tuple[CodeFrame, ...]:
     return code_frames(trace, [step])[step]
 
 
-def flag_on(flags: Flags, flag: str) -> bool:
+def flag_on(flags: Flags | UnifiedFlags, flag: str) -> bool:
     """Whether ``flags`` changes ``flag`` from the code before any fix (``pre_fix``)."""
-    return getattr(flags, flag) != next(f.default for f in fields(Flags) if f.name == flag)
+    return getattr(flags, flag) != next(f.default for f in fields(type(flags)) if f.name == flag)

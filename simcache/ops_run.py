@@ -17,9 +17,9 @@ from .driver import Driver
 from .errors import ScenarioError
 from .gcpace import fewer_collections
 from .operations import OPS, RAISED, check_op
+from .presets import is_unified, preset_flags
 from .state import accounting, counters, inflight, stale_refs, tree_and_slot_lines, tree_lines
 from .versions import Flags
-from .versions import preset as preset_flags
 
 # the oracle's operations and their fields (``operations.OPS`` has the simulator's own too)
 OP_FIELDS = {k.name: set(k.fields) for k in OPS.values() if k.oracle}
@@ -138,8 +138,8 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
     ``window=(A, B)``: run only operations ``A..B-1`` with the recorder attached (those before ``A`` run on the fast
     path, to reach the state the window starts from; those from ``B`` on are not run). ``progress``: see
     ``_progress``."""
-    cache = HiMambaRadixCache(build_config(cfg, flags, device))
-    drv = Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
+    cache, drv = new_cache(cfg, flags, device)
+    family_unified = is_unified(flags)
     status, crash, step, first_stale = [], None, None, None
     start, stop = window if window is not None else (0, len(ops))
     bar = _progress(min(stop, len(ops)), progress)  # one tick per operation run, the fast ones before A included
@@ -156,7 +156,8 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
         recorder.replayable = True  # every operation it sees can be re-run from its checkpoints
     if recorder is not None and start == 0:
         recorder.attach(cache, drv)
-    cuts = cache.cuts = []  # the cheap stale check's log, while every operation so far was plain (_no_stale)
+    # the cheap stale check's log, while every operation so far was plain (_no_stale; a unified cache: the full scan)
+    cuts = cache.cuts = None if family_unified else []
     for i, (actor, op) in enumerate(ops[:stop]):
         detaches = cache.detach_count
         if cuts is not None:
@@ -180,7 +181,10 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
             bar.update(1)
         if step is not None:
             break
-        if first_stale is None and cache.detach_count != detaches:
+        if first_stale is None and family_unified:  # as ``unified.run.run_model``: after every operation
+            if stale_refs(cache):
+                first_stale = i
+        elif first_stale is None and cache.detach_count != detaches:
             if cuts is not None and not _no_stale(cache, cuts, drv.live.values()):
                 cuts = cache.cuts = None  # not plain: the full scan from now on
             if cuts is None and stale_refs(cache):
@@ -189,8 +193,46 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
     if bar is not None:
         bar.close()
     live = list(drv.live.values())
+    if family_unified:
+        out = unified_fields(cache, live, crash, step, status, first_stale)
+    else:
+        out = himamba_fields(cache, live, crash, step, status, first_stale)
+    if trace:
+        out["trace"] = OpTrace(recorder)
+    out["_cache"], out["_driver"], out["_crash"] = cache, drv, crash
+    return out
+
+
+def new_cache(cfg: dict, flags, device: str = "cpu"):
+    """A fresh cache of the family ``flags`` belong to (``presets``), and its driver."""
+    if not is_unified(flags):
+        cache = HiMambaRadixCache(build_config(cfg, flags, device))
+        return cache, Driver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
+    from .unified.cache import UnifiedRadixCache
+    from .unified.run import UnifiedDriver
+
+    if cfg["page_size"] != 1:
+        raise ScenarioError(f"the unified cache's Mamba component needs page_size 1 (SGLang's, without the Mamba "
+                            f"extra buffer), not {cfg['page_size']}; set page_size: 1 in the config")
+    cache = UnifiedRadixCache(build_config(cfg, Flags(), device), flags)
+    return cache, UnifiedDriver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
+
+
+def unified_fields(cache, live, crash, step, status, first_stale) -> dict:
+    """The result of a run on a unified cache: ``simcache.unified.run.state``'s fields (the real harness's
+    format: host locks spelled ``hl``/``hml``), so a model run and a real run diff field by field."""
+    from .unified.run import state
+
+    st = state(cache, live)
+    return dict(
+        outcome="clean" if crash is None else crash.outcome, sig=None if crash is None else short_sig(crash),
+        raised_in=None if crash is None else crash.function, chain=[] if crash is None else list(crash.stack),
+        step=step, status="".join(status), first_stale=first_stale, **st, warnings=[])
+
+
+def himamba_fields(cache, live, crash, step, status, first_stale) -> dict:
     tree, tree_slots = tree_and_slot_lines(cache)
-    out = dict(
+    return dict(
         outcome="clean" if crash is None else crash.outcome,
         sig=None if crash is None else short_sig(crash),
         raised_in=None if crash is None else crash.function,
@@ -204,10 +246,6 @@ def execute(cfg: dict, ops: list[tuple[str | None, dict]], flags: Flags, trace: 
         free={name: list(p.free_slots) for name, p in cache.pools.all().items()},
         warnings=list(cache.warnings),
     )
-    if trace:
-        out["trace"] = OpTrace(recorder)
-    out["_cache"], out["_driver"], out["_crash"] = cache, drv, crash
-    return out
 
 
 class OpTrace(Sequence):

@@ -228,20 +228,26 @@ def from_doc(doc: Any, name: str = "scenario", source: str | None = None) -> Sce
     flags = doc.get("flags") or {}
     if not isinstance(flags, dict):
         raise ScenarioError(f"{name}: 'flags' must map flag names to values, like {{stale_guards: true}}")
-    from .versions import FLAG_NAMES, PRESETS, Flags
+    from .presets import ALL_PRESETS as PRESETS
+    from .presets import UNIFIED, family_of, flag_names, preset_flags, with_flags
 
-    bad = sorted(map(str, set(flags) - set(FLAG_NAMES)))
-    if bad:
-        bad = [b if len(b) <= 40 else shown(b, 40) for b in bad[:5]]
-        raise ScenarioError(f"{name}: unknown flag(s) {', '.join(bad)}; known flags: {', '.join(FLAG_NAMES)}")
-    try:
-        Flags().with_(**flags)
-    except SimcacheError as e:
-        msg = str(e)
-        raise ScenarioError(f"{name}: {msg if msg.startswith('flag ') else 'flag ' + msg}") from None
     preset = doc.get("preset")
     if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):
         raise ScenarioError(f"{name}: unknown preset {shown(preset, 40)}; choose one of {', '.join(PRESETS)}")
+    base = preset_flags(preset if preset is not None else "pre_fix")  # a scenario's flags are its family's
+    known_flags = flag_names(base)
+    bad = sorted(map(str, set(flags) - set(known_flags)))
+    if bad:
+        bad = [b if len(b) <= 40 else shown(b, 40) for b in bad[:5]]
+        raise ScenarioError(f"{name}: unknown flag(s) {', '.join(bad)}; known flags: {', '.join(known_flags)}")
+    try:
+        with_flags(base, flags)
+    except SimcacheError as e:
+        msg = str(e)
+        raise ScenarioError(f"{name}: {msg if msg.startswith('flag ') else 'flag ' + msg}") from None
+    if preset is not None and family_of(preset) == UNIFIED and cfg["page_size"] != 1:
+        raise ScenarioError(f"{name}: the unified cache's Mamba component needs page_size 1, not "
+                            f"{cfg['page_size']}; set page_size: 1 in the config")
     expect = doc.get("expect") or {}
     if not isinstance(expect, dict) or not all(isinstance(v, dict) for v in expect.values()):
         raise ScenarioError(f"{name}: 'expect' must map preset names to expected results, like "
@@ -293,12 +299,23 @@ def gallery() -> dict[str, Traversable]:
             if f.name.endswith(".yaml")}
 
 
+UNIFIED_GALLERY = "scenarios/unified"  # the unified cache's scenarios (presets unified_*), beside the HiMamba gallery
+
+
+def unified_gallery() -> dict[str, Traversable]:
+    """The unified family's gallery (``simcache/scenarios/unified/``): name -> its file. ``load`` finds these by
+    name too; ``gallery()`` keeps HiMamba's, which every HiMamba preset runs."""
+    folder = resources.files(__package__).joinpath(UNIFIED_GALLERY)
+    return {f.name.removesuffix(".yaml"): f for f in sorted(folder.iterdir(), key=lambda f: f.name)
+            if f.name.endswith(".yaml")}
+
+
 def load(name_or_path: str) -> Scenario:
     """A gallery name (``crash_pr``) or a path to a YAML/JSON file."""
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise ScenarioError(f"a scenario is a gallery name or a file path, not {type(name_or_path).__name__}; "
                             f"e.g. load('crash_pr')")
-    g = gallery()
+    g = {**gallery(), **unified_gallery()}
     if name_or_path in g:
         with resources.as_file(g[name_or_path]) as path:  # the file itself unless the package is zipped
             return load_file(path)

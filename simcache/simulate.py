@@ -14,11 +14,11 @@ from .crash import Crash
 from .errors import ConfigError, ScenarioError, ScheduleError, shown
 from .gcpace import fewer_collections
 from .ops_run import execute
+from .presets import preset_flags, with_flags
 from .scenario import Scenario, from_doc, load
 from .scheduler import Schedule
 from .trace import Recorder
 from .versions import Flags
-from .versions import preset as preset_flags
 
 
 @dataclass
@@ -103,7 +103,7 @@ def resolve_flags(scenario: Scenario, preset: str | None, overrides: dict | None
     changes = {**scenario.flags, **(overrides or {})}
     if changes:
         try:
-            flags = flags.with_(**changes)
+            flags = with_flags(flags, changes)
         except ConfigError:
             raise
         except TypeError as e:

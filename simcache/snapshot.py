@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from .keys import format_key
 from .state import attached_ids, dfs, held_by, node_line
 from .state import holder_map as structural_holders
+from .unified import ledger as unified
 
 
 @dataclass(frozen=True)
@@ -168,15 +169,20 @@ def take(cache, live_requests=(), frames: Mapping[int, tuple[str, ...]] = (), cu
     stale = tuple(sorted(nid for nid, v in nodes.items()
                          if not v.attached and (detached is None or nid in detached)
                          and (structural.get(nid) or nid in outer)))
+    if unified.is_unified(cache):  # its own leaf sets and lists, in-flight maps of tuples, counters by component
+        sets, lrus = unified.leaf_sets(cache), unified.lru_lists(cache)
+        ongoing, sizes = unified.ongoing_ids(cache), unified.sizes(cache)
+    else:
+        sets = (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves)
+        lrus = (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list)
+        ongoing = dict(write_through=tuple(cache.ongoing_write_through), load_back=tuple(cache.ongoing_load_back),
+                       backup=tuple(v[0].id for v in cache.ongoing_backup.values()),
+                       prefetch=tuple(v.last_host_node.id for v in cache.ongoing_prefetch.values()))
+        sizes = cache.sizes()
     return Snapshot(
         root=root.id, nodes=nodes, order=tuple(n.id for _, n in order),
-        sets={s.name: tuple(n.id for n in s) for s in (cache.evictable_full_device_leaves,
-                                                        cache.evictable_full_host_leaves)},
-        lrus={lru.name: tuple(lru.ids_mru_to_lru()) for lru in (cache.full_lru_list, cache.mamba_lru_list,
-                                                               cache.mamba_host_lru_list)},
-        ongoing=dict(write_through=tuple(cache.ongoing_write_through), load_back=tuple(cache.ongoing_load_back),
-                     backup=tuple(v[0].id for v in cache.ongoing_backup.values()),
-                     prefetch=tuple(v.last_host_node.id for v in cache.ongoing_prefetch.values())),
-        pools=pools, counters=dict(cache.sizes()), holders=holders, stale=stale,
+        sets={s.name: tuple(n.id for n in s) for s in sets},
+        lrus={lru.name: tuple(lru.ids_mru_to_lru()) for lru in lrus},
+        ongoing=ongoing, pools=pools, counters=dict(sizes), holders=holders, stale=stale,
         current=current.id if current is not None else None, stack=tuple(stack),
         tree_text=tuple(node_line(d, n) for d, n in order))

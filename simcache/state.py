@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from .keys import format_key
 from .node import TreeNode
+from .unified import ledger as unified
 
 
 def attached_ids(cache) -> set[int]:
@@ -107,7 +108,11 @@ def tree_text(cache) -> str:
 def held_by(cache, lrus: bool = True) -> Iterator[tuple[str, TreeNode]]:
     """Every (holder, node) pair: leaf sets, LRU lists (MRU first), in-flight maps, prefetch anchors, in this
     canonical order. Snapshots, invariants, went-stale detection and ``stale_refs`` all read this one ledger.
-    ``lrus=False`` leaves out the LRU lists (a caller that tests them by node id)."""
+    ``lrus=False`` leaves out the LRU lists (a caller that tests them by node id). A unified cache's holders are
+    its own structures (``unified.ledger``)."""
+    if unified.is_unified(cache):
+        yield from unified.held_by(cache, lrus)
+        return
     for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
         for n in s:
             yield s.name, n
@@ -126,6 +131,8 @@ def held_by(cache, lrus: bool = True) -> Iterator[tuple[str, TreeNode]]:
 
 def holders_of(cache, node: TreeNode) -> list[str]:
     """The holders of one node, in ``held_by``'s order, without walking the sets and lists (membership tests)."""
+    if unified.is_unified(cache):
+        return unified.holders_of(cache, node)
     names = [s.name for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves) if node in s]
     names += [lru.name for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list)
               if lru.in_list(node) and lru.cache[node.id].node is node]
@@ -149,6 +156,8 @@ _LEDGER_FIELDS = {"prefetch anchor": "ongoing_prefetch"}
 
 def holders(cache) -> dict[str, list[TreeNode]]:
     """Every structure that refers to nodes, by SGLang's name."""
+    if unified.is_unified(cache):
+        return unified.holders(cache)
     out: dict[str, list[TreeNode]] = {name: [] for name in (
         "evictable_full_device_leaves", "evictable_full_host_leaves", "full_lru_list", "mamba_lru_list",
         "mamba_host_lru_list", "ongoing_write_through", "ongoing_load_back", "ongoing_backup", "ongoing_prefetch")}
@@ -179,6 +188,8 @@ def stale_refs(cache) -> list[str]:
 def referenced_slots(cache, live_requests=(), attached_nodes=None) -> dict[str, list[int]]:
     """Slots each pool's owners refer to: attached nodes, live requests, prefetches, the host release queue
     (``attached_nodes``: those nodes in any order, when the caller has them already)."""
+    if unified.is_unified(cache):
+        return unified.referenced_slots(cache, live_requests, attached_nodes)
     refs: dict[str, list[int]] = {p: [] for p in ("device_kv", "device_mamba", "host_kv", "host_mamba")}
     for n in (attached_nodes if attached_nodes is not None else (n for _, n in dfs(cache))):
         for pool, v in (("device_kv", n.value), ("device_mamba", n.mamba_value), ("host_kv", n.host_value),
@@ -208,6 +219,10 @@ def accounting(cache, live_requests=()) -> dict[str, dict[str, list[int]]]:
 
 
 def counters(cache, live_requests=()) -> dict[str, int]:
+    if unified.is_unified(cache):
+        return dict(unified.sizes(cache), tree_device_tokens=sum(len(n.value) for _, n in dfs(cache)
+                                                                 if n.value is not None),
+                    live_requests=len(live_requests))
     return dict(full_evictable=cache.full_evictable_size_, full_protected=cache.full_protected_size_,
                 mamba_evictable=cache.mamba_evictable_size_, mamba_protected=cache.mamba_protected_size_,
                 tree_device_tokens=sum(len(n.value) for _, n in dfs(cache) if n.value is not None),

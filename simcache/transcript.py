@@ -49,8 +49,11 @@ def transcript(run) -> str:
         lines.append(f"NARROWED: {run.narrowed}; the outcome below is this window's, not the scenario's")
     events: dict[int, list[str]] = {}
     for e in t.went_stale:
-        events.setdefault(t.steps[e.step].op, []).append(
-            f"   ! node {e.node} [{e.key}] went stale (step {e.step}); still held by {', '.join(e.holders)}")
+        step = t.steps[e.step]
+        cut = getattr(step, "node", None)  # the node the detach unlinked: this one, or an ancestor of it
+        how = f" with its ancestor node {cut} ({step.text})" if cut is not None and cut != e.node else ""
+        events.setdefault(step.op, []).append(
+            f"   ! node {e.node} [{e.key}] went stale (step {e.step}){how}; still held by {', '.join(e.holders)}")
     for e in t.readmitted:
         events.setdefault(t.steps[e.step].op, []).append(
             f"   ! detached node {e.node} [{e.key}] re-admitted to {', '.join(e.holders)} (step {e.step})")

@@ -19,7 +19,7 @@ import yaml
 
 from simcache.cli import main
 from simcache.errors import ConfigError, ScenarioError, ScheduleError, SimcacheError
-from simcache.scenario import gallery, load_file
+from simcache.scenario import gallery, load_file, unified_gallery
 from simcache.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,8 @@ FILES = {
     "expect_not_mapping.yaml": "expect_not_mapping: 'expect' must map preset names to expected results, like "
         "{pre_fix: {outcome: assertion}}",
     "expect_unknown_preset.yaml": "expect_unknown_preset: 'expect' names unknown preset(s) newest_fix; choose from "
-        "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17",
+        "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17, "
+        "unified_0_5_16, unified_0_5_17",
     "extra_buffer_mismatch.yaml": "extra_buffer_mismatch: config.mamba_extra_buffer must be true exactly when "
         "page_size > 1",
     "flag_bad_value.yaml": "flag_bad_value: flag host_leaf_predicate must be one of loop_old, no_children, not "
@@ -127,7 +128,7 @@ FILES = {
     "unknown_policy.yaml": "unknown_policy: config.policy must be one of write_through, write_through_selective, "
         "write_back, not 'lru'",
     "unknown_preset.yaml": "unknown_preset: unknown preset 'newest_fix'; choose one of pre_fix, described_fix, "
-        "reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17",
+        "reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17, unified_0_5_16, unified_0_5_17",
     "unknown_top_key.yaml": "unknown_top_key: unknown top-level key(s) actor; known keys: about, actors, config, "
         "description, expect, flags, initial, minimal_schedule, name, notes, ops, preset, reference, schedule, title",
     "yaml_named_json.json": "yaml_named_json.json is not valid JSON (Expecting value: line 1 column 1 (char 0)); fix "
@@ -152,7 +153,7 @@ FILES = {
     "huge_integer.yaml": "huge_integer.yaml holds a number over 4300 digits long; keep numbers short",
     "huge_unknown_preset.yaml": "huge_unknown_preset: unknown preset 'pppppppppppppppppppppppppppppppppppppp"
         "p... (100,002 characters); choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, "
-        "main_2026_06, release_0_5_17",
+        "main_2026_06, release_0_5_17, unified_0_5_16, unified_0_5_17",
     "inject_key_out_of_range.yaml": "inject_key_out_of_range: initial node 0: key must be a non-empty list of whole "
         "numbers from 0 to 2**62 - 1, like [1, 2]",
     "long_actor_name.yaml": "long_actor_name: actor name 'RRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRRR... (102 "
@@ -260,8 +261,9 @@ FLAG_NAMES = ("host_leaf_predicate, stale_guards, guard_before_asserts, uncondit
               "cascade_respects_host_refs, forward_chunked, write_backup_parent_check, "
               "prefetch_truncates_to_free_host, host_hit_counts_kv_only, prefetch_reserves_host_at_hit, "
               "prefetch_terminate_revokes_unreserved, split_keeps_child_mamba_lru")
-PRESET_NAMES = "pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17"
-GALLERY = ", ".join(gallery())
+PRESET_NAMES = ("pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, main_2026_06, release_0_5_17, "
+                "unified_0_5_16, unified_0_5_17")  # both families (simcache.presets)
+GALLERY = ", ".join({**gallery(), **unified_gallery()})  # load() finds the unified gallery's too
 
 CALLS = [
     ([], "give a command: run, scenarios, explore, export or workload (see --help)"),

@@ -35,6 +35,7 @@ from simcache.cli_numbers import MAX_WORKLOAD_TURNS, UsageError
 from simcache.errors import ConfigError, ScenarioError, SimcacheError
 from simcache.scenario import gallery, load
 from simcache.transcript import transcript
+from simcache.presets import ALL_PRESETS
 from simcache.versions import PRESET_DESCRIPTIONS, PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,13 +100,13 @@ def test_a_parser_mistake_is_one_sentence_pointing_at_the_right_help(capsys):
 def test_flags_presets_and_schedules():
     assert _flags(None) == {} and _flags([]) == {}
     assert _flags(["stale_guards=true", "forward_chunked=0"]) == {"stale_guards": True, "forward_chunked": False}
-    assert [_preset(p) for p in (None, *PRESETS)] == [None, *PRESETS]
+    assert [_preset(p) for p in (None, *ALL_PRESETS)] == [None, *ALL_PRESETS]  # --preset: either family
     with pytest.raises(UsageError) as e:
         _preset("newest")
-    assert str(e.value) == f"unknown preset 'newest'; choose one of {', '.join(PRESETS)}"
+    assert str(e.value) == f"unknown preset 'newest'; choose one of {', '.join(ALL_PRESETS)}"
     with pytest.raises(UsageError) as e:
         _preset("p" * 70)
-    assert str(e.value) == (f"unknown preset '{'p' * 59}... (72 characters); choose one of {', '.join(PRESETS)}")
+    assert str(e.value) == (f"unknown preset '{'p' * 59}... (72 characters); choose one of {', '.join(ALL_PRESETS)}")
     assert [_schedule(t) for t in (None, "R1", " R1 ")] == [None, "R1", " R1 "]
     for empty in ("", " \t"):
         with pytest.raises(UsageError) as e:

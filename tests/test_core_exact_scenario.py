@@ -9,7 +9,8 @@ from simcache import scenario as scenario_module
 from simcache.config import SETTINGS
 from simcache.errors import ScenarioError, shown
 from simcache.scenario import Scenario, actor_name_problem, from_doc, load, load_file
-from simcache.versions import FLAG_NAMES, PRESETS
+from simcache.presets import ALL_PRESETS as PRESETS  # a scenario may name a preset of either family
+from simcache.versions import FLAG_NAMES
 
 ACTORS = {"A": ["start 1 2", "finish"], "B": ["evict 2"]}
 CONFIG = dict(SETTINGS, storage=True, host_kv=4, write_through_threshold=1)
@@ -213,6 +214,7 @@ def test_loading_names_the_problem_and_remembers_the_file(tmp_path, monkeypatch)
         load(5)
     assert str(e.value) == "a scenario is a gallery name or a file path, not int; e.g. load('crash_pr')"
     monkeypatch.setattr(scenario_module, "gallery", lambda: {})
+    monkeypatch.setattr(scenario_module, "unified_gallery", lambda: {})
     with pytest.raises(ScenarioError) as e:
         load("nothing_here")
     assert str(e.value) == "no scenario named 'nothing_here' and no such file; gallery scenarios: (none)"

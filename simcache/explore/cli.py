@@ -65,6 +65,12 @@ def auto_jobs(strategy: str, budget: int | None) -> int:
     return min(cores, LIMITS["jobs"][1])
 
 
+def _unified(preset) -> bool:
+    from ..presets import UNIFIED, family_of
+
+    return isinstance(preset, str) and family_of(preset) == UNIFIED
+
+
 def _is_auto(text) -> bool:
     return isinstance(text, str) and text.strip().lower() == "auto"
 
@@ -88,9 +94,14 @@ def cli_explore(a) -> int:
         except SimcacheError as e:
             raise UsageError(str(e)) from None
     if getattr(a, "confirm_real", None) is not None:  # a bad source fails before the search (the load is kept)
-        from ..real.compare import loaded_for, parse_word
+        if _unified(a.preset or sc.preset):
+            from ..real.unified.confirm import loaded_unified
 
-        loaded_for(*parse_word(a.confirm_real))
+            loaded_unified(a.confirm_real, a.preset or sc.preset)
+        else:
+            from ..real.compare import loaded_for, parse_word
+
+            loaded_for(*parse_word(a.confirm_real))
     reduce = getattr(a, "reduce", "state")
     if bound is None and a.strategy == "exhaustive" and reduce != "dpor":
         bound = DEFAULT_BOUND
@@ -148,9 +159,14 @@ def _confirm_real(a, sc, res: ExploreResult, cases: list) -> dict | None:
     word = getattr(a, "confirm_real", None)
     if word is None:
         return None
-    from ..real.confirm import confirm
-
     cases = cases + [(f"first failure with {sig}", sc, f.schedule, f.signature) for sig, f in res.first_by_signature]
-    source, found = confirm(cases, word)
+    if _unified(res.preset):
+        from ..real.unified.confirm import confirm_unified
+
+        source, found = confirm_unified(cases, word, res.preset)
+    else:
+        from ..real.confirm import confirm
+
+        source, found = confirm(cases, word)
     return dict(source=source, results=[c.as_dict() for c in found], lines=[c.line() for c in found],
                 disagreements=sum(c.verdict != "confirmed" for c in found))

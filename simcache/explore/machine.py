@@ -14,6 +14,7 @@ Vocabulary
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from itertools import compress, filterfalse
 from operator import not_
@@ -23,7 +24,8 @@ from ..crash import signature  # noqa: F401 -- its home is crash.py; the explore
 from ..driver import Driver
 from ..errors import SimcacheError
 from ..operations import RAISED
-from ..ops_run import build_config
+from ..ops_run import build_config, new_cache
+from ..presets import is_unified
 from ..scenario import Scenario
 from ..scheduler import Schedule, format_turns
 from ..versions import Flags
@@ -73,9 +75,18 @@ def _prepared(plan: Plan) -> tuple:
         if len(_PREPARED) > 64:
             _PREPARED.clear()
         ops = tuple(plan.ops[a] for a in plan.actors)
-        steps = tuple(tuple((op, Driver.RUN.get(op.get("op"))) for op in actor_ops) for actor_ops in ops)
-        got = _PREPARED[id(plan)] = (plan, dataclasses.replace(build_config(plan.config, plan.flags), device="cpu"),
-                                     ops, steps)
+        if is_unified(plan.flags):  # the unified family: its cache, its driver (``ops_run.new_cache``)
+            from ..unified.cache import UnifiedRadixCache
+            from ..unified.run import UnifiedDriver
+
+            new_cache(plan.config, plan.flags)  # a config it refuses: one sentence, here
+            config = dataclasses.replace(build_config(plan.config, Flags()), device="cpu")
+            driver, make = UnifiedDriver, functools.partial(UnifiedRadixCache, config, plan.flags)
+        else:
+            config = dataclasses.replace(build_config(plan.config, plan.flags), device="cpu")
+            driver, make = Driver, functools.partial(HiMambaRadixCache, config)
+        steps = tuple(tuple((op, driver.RUN.get(op.get("op"))) for op in actor_ops) for actor_ops in ops)
+        got = _PREPARED[id(plan)] = (plan, config, ops, steps, driver, make)
     return got
 
 
@@ -101,12 +112,13 @@ class Machine:
     __slots__ = ("cache", "driver", "index", "crash", "pos", "actors", "idx", "statuses")
 
     def __init__(self, plan: Plan, data: bool = False) -> None:
-        self.cache = HiMambaRadixCache(_config(plan))
+        prepared = _prepared(plan)
+        self.cache = prepared[5]()
         if not data:
             for pool in self.cache.pools.all().values():
                 pool.write, pool.read, pool.keeps_data = _no_write, _zeros, False
             self.cache.controller._copy = _no_copy
-        self.driver = Driver(self.cache, retry_mamba_alloc=plan.config.get("driver") == "scheduler")
+        self.driver = prepared[4](self.cache, retry_mamba_alloc=plan.config.get("driver") == "scheduler")
         self.index, self.crash = 0, None
         self.pos = [0] * len(plan.actors)
         self.actors = plan.actors
@@ -173,6 +185,8 @@ class Machine:
         ``state.accounting`` calls leaked, computed without its other columns)."""
         cache = self.cache
         pools = cache.pools
+        if is_unified(cache.flags):
+            return self._unified_damage()
         refs: dict[str, set] = {"device_kv": set(), "device_mamba": set(), "host_kv": set(), "host_mamba": set()}
         dkv, dm, hkv, hm = refs["device_kv"], refs["device_mamba"], refs["host_kv"], refs["host_mamba"]
         root, ck = cache.root_node, cache.child_key
@@ -215,6 +229,25 @@ class Machine:
                 out.append((f"double_free:{name}", tuple(sorted({s for d in pool.double_frees for s in d.slots}))))
         return tuple(sorted(out))
 
+    def _unified_damage(self) -> tuple:
+        """``damage`` of a unified machine: the slots its owners refer to are ``unified.ledger``'s."""
+        from ..unified.ledger import referenced_slots
+
+        refs = referenced_slots(self.cache, list(self.driver.live.values()))
+        out = []
+        for name, pool in self.cache.pools.all().items():
+            used = set(compress(range(len(pool._free_count)), map(not_, pool._free_count)))
+            leaked = tuple(sorted(used - set(refs[name])))
+            if leaked:
+                out.append((f"leaked:{name}", leaked))
+            if pool.double_frees:
+                out.append((f"double_free:{name}", tuple(sorted({s for d in pool.double_frees for s in d.slots}))))
+        return tuple(sorted(out))
+
     def key(self) -> bytes:
         """The canonical state key (a 16-byte digest), positions included."""
+        if is_unified(self.cache.flags):
+            from .unified_key import unified_key
+
+            return unified_key(self.cache, self.driver, tuple(self.pos))
         return digest((tuple(self.pos), canonical_state(self.cache, self.driver)))

@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 from ..fingerprints import kv_fingerprints, mamba_fingerprint
 from ..state import attached_ids, held_by, holder_map, referenced_slots
+from ..unified.ledger import is_unified
+from . import unified as unified_checks
 
 
 def _name(n) -> str:
@@ -163,11 +165,14 @@ INVARIANTS: dict[str, Callable] = dict(
     no_double_free=no_double_free, no_leak=no_leak, kv_content=kv_content,
 )
 BOUNDARY_ONLY = frozenset({"no_leak", "kv_content"})
+# a unified cache's (``unified``): its own leaf sets, LRU lists and counters, the rest shared
+UNIFIED_INVARIANTS: dict[str, Callable] = {name: unified_checks.OWN.get(name, fn) for name, fn in INVARIANTS.items()}
 
 
 def check_all(cache, live=(), names=None) -> dict[str, str | None]:
     """Run the named invariants (default: all) -> name -> problem or None."""
-    return {name: INVARIANTS[name](cache, live) for name in (names or INVARIANTS)}
+    table = UNIFIED_INVARIANTS if is_unified(cache) else INVARIANTS
+    return {name: table[name](cache, live) for name in (names or INVARIANTS)}
 
 
 def check_invariants(cache, live=(), names=None) -> dict[str, str | None]:

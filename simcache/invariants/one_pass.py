@@ -6,6 +6,7 @@ from operator import itemgetter, not_
 
 from ..fingerprints import KV_START, kv_extend
 from ..state import held_by, referenced_slots
+from ..unified.ledger import is_unified
 
 _H0 = KV_START  # the fingerprint state before the first token
 _M = (1 << 62) - 1
@@ -48,6 +49,10 @@ def failing(cache, live=(), memo: dict | None = None) -> set[str]:
     """The names of the invariants that fail now: ``{n for n, p in check_all(cache, live).items() if p}``, computed
     in one pass (the recorder's check at every operation boundary; ``check_all`` then words only the new ones).
     ``memo``: a dict kept between calls on the same cache (fingerprints of unchanged nodes)."""
+    if is_unified(cache):  # no one-pass version: the named checks, all of them
+        from .named import check_all
+
+        return {name for name, problem in check_all(cache, live).items() if problem}
     bad: set[str] = set()
     nodes = _attached_nodes(cache, {} if memo is None else memo)
     att = {id(cache.root_node)}

@@ -61,7 +61,7 @@ def hover_css(token: str, node_ids) -> str:
 
 
 # instrumentation: lines that record what happened; the ▶ never stands on one (it moves to the line that did it)
-INSTRUMENTATION = re.compile(r"self\.recorder\.event\(|self\.observer\(|self\._lock_event\(|"
+INSTRUMENTATION = re.compile(r"self\.recorder\.event\(|self\.observer\(|self\._lock_event\(|self\._event\(|"
                              r"^\s*if self\.(?:recorder|observer) is not None:")
 
 

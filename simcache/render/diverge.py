@@ -34,10 +34,16 @@ def _guard(run, step: int):
     """``(function, line, flag)`` of the innermost frame at ``step`` standing on a fix line its flag turns on."""
     from ..codepane import code_at, flag_on
 
+    from .codepane import INSTRUMENTATION
+
     for f in reversed(code_at(run.trace, step)):
-        flag = dict(f.fix_lines).get(f.line)
+        fixes = dict(f.fix_lines)
+        flag = fixes.get(f.line)
         if flag is not None and flag_on(run.flags, flag):
-            return f.function, f.line, flag
+            line = f.line  # the recorder's own line reports what the statement before it did: that one decides
+            while INSTRUMENTATION.search(f.lines[line - f.first_line]) and fixes.get(line - 1) == flag:
+                line -= 1
+            return f.function, line, flag
     return None
 
 

@@ -12,6 +12,7 @@ from ..invariants import BOUNDARY_ONLY, INVARIANTS, BoundaryCheck, check_all, fa
 from ..keys import format_key
 from ..node import TreeNode
 from ..snapshot import NodeView, Snapshot, pool_views, take
+from ..unified import ledger as unified
 from .hash_writer import log_sha256
 from .memory import BIG, MemoryLimit, MemoryWatch, check_memory_limit, memory_limit
 from .records import Checkpoint, CleanupEvent, OpRecord, StaleEvent, Violation
@@ -89,11 +90,16 @@ class Ledger(StaleTracking, MemoryLimit):
         cache.recorder = self
         for pool in cache.pools.all().values():
             pool.observer = self._pool_event
-        for lru in (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list):
+        if unified.is_unified(cache):  # its own sets and lists; its invariants are checked whole (no BoundaryCheck)
+            lrus, sets = unified.lru_lists(cache), unified.leaf_sets(cache)
+        else:
+            lrus = (cache.full_lru_list, cache.mamba_lru_list, cache.mamba_host_lru_list)
+            sets = (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves)
+        for lru in lrus:
             lru.observer = self._lru_event
-        for s in (cache.evictable_full_device_leaves, cache.evictable_full_host_leaves):
+        for s in sets:
             s.observer = self._set_event
-        if self.want_invariants and self.replayable:
+        if self.want_invariants and self.replayable and not unified.is_unified(cache):
             self._bc = BoundaryCheck(cache)
         if self.want_snapshots:
             self.initial = self._snap()

@@ -11,7 +11,9 @@ from .records import StaleEvent
 EVICTION_ENTRIES = frozenset({"evict", "evict_host", "evict_mamba", "evict_mamba_host"})
 # calls that delete the node they are given (holding it is not using it)
 DELETERS = frozenset({"_evict_regular", "_evict_host_leaf", "_delete_tombstone_leaf",
-                      "_iteratively_delete_tombstone_leaf", "_cleanup_stale_node"})
+                      "_iteratively_delete_tombstone_leaf", "_cleanup_stale_node",
+                      # the unified cache's (simcache.unified)
+                      "_remove_leaf_from_parent", "drop_subtree_no_host"})
 
 
 class StaleTracking:

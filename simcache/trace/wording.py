@@ -205,4 +205,8 @@ def _describe(kind: str, d: dict) -> tuple[str, dict]:
         removed = ", ".join(d["removed"]) or "nothing"
         return (f"stale guard: cleaned up [{_key_text(n.key)}]#{n.id} ({d['reason']}); removed from {removed}",
                 dict(reason=d["reason"], removed=list(d["removed"]), warning=d["warning"]))
+    if kind == "refill_dropped":  # the unified cache's #31902 (simcache.unified.tree._insert_helper_host)
+        n = d["node"]
+        return (f"#31902: the prefetched refill [{_key_text(d['key'])}] is dropped: [{_key_text(n.key)}]#{n.id}, "
+                f"where it would hang, is not backed up", dict(parent=n.id, key=_key_text(d["key"])))
     return kind, {}

@@ -186,6 +186,7 @@ class Eviction:
     @simulated
     def _remove_leaf_from_parent(self, node: UNode) -> None:
         v = node.parent.children.pop(self.child_key(node.key), None)
+        self._event("detach", node=node, parent=node.parent, slot=self.child_key(node.key), popped=v)
         if self.cuts is not None:
             self.cuts.append((node, v, bool(node.children)))
         self.detach_count += 1

@@ -70,6 +70,7 @@ class HostTier:
         if host is None:
             return 0
         node.host_value = list(host)
+        self._event("backup", node=node, host=tuple(host))
         if mamba and mamba[0].host_indices is not None and node.mamba_host_value is None:
             node.mamba_host_value = list(mamba[0].host_indices)
         skips = None if write_back else self.inc_lock_ref(node)

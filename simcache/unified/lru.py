@@ -16,6 +16,7 @@ from .node import UNode
 class ULRU:
     def __init__(self, name: str, lock: Callable[[UNode], int]) -> None:
         self.name = name
+        self.kind = "host_mamba" if "host" in name else "mamba"  # the recorder's name for the list (``observer``)
         self._lock = lock
         self.order: list[UNode] = []  # MRU first
         self.cache: dict[int, UNode] = {}
@@ -29,12 +30,16 @@ class ULRU:
             raise CacheAssertion("")
         self.cache[node.id] = node
         self.order.insert(0, node)
+        if self.observer is not None:
+            self.observer(self.kind, "insert", node)
 
     def remove_node(self, node: UNode) -> None:
         if node.id not in self.cache:
             raise CacheAssertion("")
         del self.cache[node.id]
         self.order.remove(node)
+        if self.observer is not None:
+            self.observer(self.kind, "remove", node)
 
     def reset_node_mru(self, node: UNode) -> None:
         if node.id not in self.cache:
@@ -72,3 +77,8 @@ class ULRU:
 
     def nodes(self) -> list[UNode]:
         return list(self.order)
+
+    mru_to_lru = nodes  # the views' names (``simcache.lru.LRUList``)
+
+    def ids_mru_to_lru(self) -> list[int]:
+        return [n.id for n in self.order]

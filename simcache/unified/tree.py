@@ -45,6 +45,12 @@ def match_len(a, b, page_size: int) -> int:
 
 
 class TreeOps:
+    def _event(self, kind: str, **data) -> None:
+        """Tell an attached recorder (``simcache.trace``) what just happened to the tree: ``attach``, ``split``,
+        ``detach``, ``backup``; nothing without one."""
+        if self.recorder is not None:
+            self.recorder.event(kind, **data)
+
     def child_key(self, key):
         return key[0] if self.page_size == 1 else tuple(key[: self.page_size])
 
@@ -135,6 +141,7 @@ class TreeOps:
         for comp in self.components:
             comp.split(new, child)
         new.parent.children[self.child_key(key)] = new
+        self._event("split", node=child, prefix=new)
         if child.backuped:
             self._replace_pending_write_through_node(child, [new, child])
         for n in (new, child):
@@ -154,6 +161,7 @@ class TreeOps:
         new.parent = parent
         new.value = list(value)
         parent.children[self.child_key(key)] = new
+        self._event("attach", node=new, parent=parent, slot=self.child_key(key), replaced=None)
         self.evictable[FULL] += len(value)
         if self.enable_storage:
             new.hash_value = self._hashes(key, parent)
@@ -263,12 +271,14 @@ class TreeOps:
         if self.flags.drop_refill_under_unbacked and node is not self.root_node and not node.backuped \
                 and self.write_policy != "write_back":
             result.host_insert_dropped = True  # #31902
+            self._event("refill_dropped", node=node, key=tuple(key))
             return result
         new = self._new_node(key)
         new.parent = node
         new.hash_value = list(hashes)
         new.host_value = list(host_value)
         node.children[self.child_key(key)] = new
+        self._event("attach", node=new, parent=node, slot=self.child_key(key), replaced=None)
         self._update_evictable_leaf_sets(new)
         self._update_evictable_leaf_sets(node)
         result.inserted_host_node = new
