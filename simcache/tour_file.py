@@ -218,7 +218,7 @@ def from_doc(doc: Any, name: str = "tour", source: str = "") -> Tour:
         stops.append(Stop(_at(s["at"], f"{w}.at"), _text(s.get("title", f"Stop {i}"), f"{w}.title"),
                           _text(s["ask"], f"{w}.ask"), tuple(choices), _text(s["explain"], f"{w}.explain"),
                           _text(s["hint"], f"{w}.hint") if "hint" in s else ""))
-    from .versions import PRESETS
+    from .presets import ALL_PRESETS as PRESETS  # a tour may take a unified preset
 
     preset = _one_of(d["preset"], f"{name}.preset", tuple(PRESETS))
     return Tour(name, _text(d["title"], f"{name}.title"), _text(d["scenario"], f"{name}.scenario"), preset,

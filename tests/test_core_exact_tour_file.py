@@ -26,7 +26,7 @@ from simcache.tour_file import (
     from_doc,
     load,
 )
-from simcache.versions import PRESETS
+from simcache.presets import ALL_PRESETS as PRESETS  # a tour may take a preset of either family
 
 
 def base() -> dict:
@@ -239,7 +239,7 @@ def test_files_by_name_and_by_path(tmp_path):
     with pytest.raises(TourError) as e:
         load("n" * 70)
     assert str(e.value) == (f"no tour named '{'n' * 59}... (72 characters) and no such file; gallery tours: "
-                            "crash_pr, scenario_a")
+                            "crash_pr, scenario_a, unified_refill")
     (tmp_path / "broken.yaml").write_text("title: [\n")
     with pytest.raises(TourError) as e:
         load(tmp_path / "broken.yaml")
@@ -337,7 +337,7 @@ def test_files_are_read_through_safe_io(tmp_path):
         with pytest.raises(TourError) as e:
             load(bad)
         assert str(e.value) == (f"a tour is a gallery name or a tour file, not {bad!r}; e.g. load('crash_pr'); "
-                                "gallery tours: crash_pr, scenario_a")
+                                "gallery tours: crash_pr, scenario_a, unified_refill")
     with pytest.raises(TourError) as e:
         load("x" * 300)  # a name too long for the file system is no file
-    assert str(e.value).startswith("no tour named 'xxxx") and str(e.value).endswith("crash_pr, scenario_a")
+    assert str(e.value).startswith("no tour named 'xxxx") and str(e.value).endswith("crash_pr, scenario_a, unified_refill")

@@ -182,9 +182,11 @@ def _driver():
     (lambda: _driver().inject([{"key": "x"}]), ScenarioError,
      "inject node 0: key must be a non-empty list of whole numbers from 0 to 2**62 - 1, like [1, 2]"),
     (lambda: tour.load(None), tour.TourError,
-     "a tour is a gallery name or a tour file, not None; e.g. load('crash_pr'); gallery tours: crash_pr, scenario_a"),
+     "a tour is a gallery name or a tour file, not None; e.g. load('crash_pr'); gallery tours: crash_pr, scenario_a, "
+     "unified_refill"),
     (lambda: tour_player.TourPlayer(42), tour.TourError,
-     "a tour is a gallery name or a tour file, not 42; e.g. load('crash_pr'); gallery tours: crash_pr, scenario_a"),
+     "a tour is a gallery name or a tour file, not 42; e.g. load('crash_pr'); gallery tours: crash_pr, scenario_a, "
+     "unified_refill"),
     (lambda: _tour_model().answer("1"), ConfigError, "choice '1' is not one of 0..2"),
 ])
 def test_the_issues_examples_are_one_sentence_each(call, error, message):

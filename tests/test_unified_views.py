@@ -36,12 +36,22 @@ def observed(run) -> dict:
                 went_stale=len(j["went_stale"]), cleaned_up=len(j["cleaned_up"]))
 
 
-def test_the_unified_gallery_records_every_unified_preset_and_each_run_reports_it_exactly(runs):
-    assert list(unified_gallery()) == ["unified_refill"]
-    sc = load("unified_refill")
-    assert (sc.preset, list(sc.expect)) == ("unified_0_5_16", list(PRESETS))
-    for p in PRESETS:
-        assert observed(runs[p]) == {"raised_in": None, "step": None, "message": None, **sc.expect[p]}, p
+def test_the_unified_gallery_records_every_unified_preset_and_each_run_reports_it_exactly():
+    assert list(unified_gallery()) == ["unified_refill", "unified_write_back"]
+    for name in unified_gallery():
+        sc = load(name)
+        assert list(sc.expect) == list(PRESETS) and sc.title and sc.description and sc.schedule, name
+        for p in PRESETS:
+            assert observed(simulate(sc, p)) == {"raised_in": None, "step": None, "message": None,
+                                                 **sc.expect[p]}, (name, p)
+
+
+def test_under_write_back_0_5_17_still_hangs_the_refill_and_the_explorer_finds_no_failure():
+    run = simulate("unified_write_back", "unified_0_5_17", ops=(0, 4))  # prefetch, its hit, R2, its completion
+    assert run.cache.root_node.children[1].key == (1, 2) and not run.cache.root_node.children[1].backuped
+    assert [n.key for n in run.cache.root_node.children[1].children.values()] == [(3, 4), (9, 9)]
+    r = explore("unified_write_back", "unified_0_5_17", bound=1)
+    assert (r.failing, r.exhausted, dict(r.damage)) == (0, True, {})
 
 
 def test_run_prints_the_moment_the_refill_goes_stale_with_its_parent_and_the_crash(capsys):
@@ -122,8 +132,8 @@ def test_the_invariants_name_the_detached_members_then_the_counters_and_the_doub
 
 def test_the_explorer_finds_the_race_on_0_5_16_by_itself_and_0_5_17_runs_clean():
     r16 = explore("unified_refill", "unified_0_5_16", bound=2)
-    assert (r16.schedules_run, r16.failing, r16.exhausted, r16.total_schedules) == (30, 1, True, 140)
-    assert dict(r16.outcomes) == {"clean": 29, "AssertionError:  @ _remove_leaf_from_parent": 1}
+    assert (r16.schedules_run, r16.failing, r16.exhausted, r16.total_schedules) == (28, 1, True, 140)
+    assert dict(r16.outcomes) == {"clean": 27, "AssertionError:  @ _remove_leaf_from_parent": 1}
     assert r16.first_failure.schedule == "pf*2 R2 pf mem*3"
     assert dict(r16.damage) == {"double_free:device_kv": "pf*2 R2 pf mem*3"}
     r17 = explore("unified_refill", "unified_0_5_17", bound=None)
@@ -133,7 +143,7 @@ def test_the_explorer_finds_the_race_on_0_5_16_by_itself_and_0_5_17_runs_clean()
 def test_pruning_by_the_unified_state_key_loses_no_outcome_and_no_end_state():
     pruned = explore("unified_refill", "unified_0_5_16", bound=None)
     every = explore("unified_refill", "unified_0_5_16", bound=None, prune=False)
-    assert (pruned.schedules_run, pruned.pruned, every.schedules_run) == (33, 30, 140)
+    assert (pruned.schedules_run, pruned.pruned, every.schedules_run) == (32, 31, 140)
     assert (pruned.signatures, pruned.damage, pruned.distinct_states) == (every.signatures, every.damage,
                                                                           every.distinct_states)
 
@@ -145,6 +155,14 @@ def test_a_cloned_unified_machine_has_the_same_key_and_diverges_independently():
     assert c.key() == m.key()
     c.step(plan, 0)
     assert c.key() != m.key() and Machine.replay(plan, [0, 0, 1, 0]).key() == c.key()
+    # 0.5.17's node arena is a set of ids: a clone carries it (fast_copy copies sets), so the clone runs on alike
+    plan17 = plan_for(load("unified_refill"), preset_flags("unified_0_5_17"))
+    m17 = Machine.replay(plan17, [0, 0])
+    c17 = m17.clone()
+    assert c17.cache.arena == m17.cache.arena and c17.cache.arena is not m17.cache.arena and m17.cache.arena
+    for i in (1, 0, 2, 2, 2):
+        c17.step(plan17, i)
+    assert (c17.crash, c17.statuses) == (None, [".", ".", ".", ".", ".", ".", "."])
 
 
 def test_shrinking_the_race_keeps_its_shape_and_needs_no_prefetch_holding_the_host():
@@ -173,11 +191,31 @@ def test_the_code_pane_mirrors_the_unified_files_lines_at_each_release(runs):
 
 
 def test_side_by_side_the_runs_part_at_the_31902_guard():
-    d = divergence_point(*(simulate("unified_refill", p) for p in PRESETS))
+    a, b = (simulate("unified_refill", p) for p in PRESETS)
+    d = divergence_point(a, b)
     assert (d.op, d.function, d.flag) == (3, "_insert_helper_host", "drop_refill_under_unbacked")
-    run = simulate("unified_refill", "unified_0_5_17")
-    assert run.trace.steps[d.steps[1]].text == ("#31902: the prefetched refill [9,9] is dropped: [1,2]#10, where it "
-                                                "would hang, is not backed up")
+    # 0.5.17 looks the anchor up by id first (its tree core's insert_host), then drops the refill
+    assert (a.trace.steps[d.steps[0]].text, b.trace.steps[d.steps[1]].text) == (
+        "_insert_helper_host([]#0)", "insert_host([]#9)")  # (0.5.17 builds its tree core twice: ids from 9)
+    assert [s.text for s in b.trace.steps if s.kind == "refill_dropped"] == [
+        "#31902: the prefetched refill [9,9] is dropped: [1,2]#19, where it would hang, is not backed up"]
+
+
+def test_the_sglang_lines_table_names_every_simulated_function_of_the_unified_model():
+    """A function added to the model needs its row: ``python tools/sglang_lines_unified.py --git MIRROR --wheel
+    0.5.16=DIR --wheel 0.5.17=DIR`` (facts only: a file name and a line per version)."""
+    import simcache.unified  # noqa: F401
+    from simcache.codepane import unified_lines
+    from simcache.trace_hooks import SIMULATED_CODE
+
+    names = set()
+    for code, name in SIMULATED_CODE.items():
+        if "/unified/" in code.co_filename.replace("\\", "/"):
+            cls = code.co_qualname.split(".")[0]
+            names.add(f"{cls}.{name}" if cls in ("FullComponent", "MambaComponent") else name)
+    table = unified_lines()
+    assert names == set(table)
+    assert all(set(v) <= {"0.5.16", "0.5.17", "7f67965b4dbbbedbce470af5ead78ff0af0f00da"} for v in table.values())
 
 
 def test_a_unified_preset_needs_page_size_one_and_its_own_flags():

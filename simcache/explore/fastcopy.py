@@ -123,6 +123,8 @@ def fast_copy(x, memo: dict):
         y = memo[id(x)] = t()
         for k, v in x.items():
             y[k if type(k) in _SHARED else fast_copy(k, memo)] = v if type(v) in _SHARED else fast_copy(v, memo)
+    elif t is set or t is frozenset:  # (the unified cache's arena and lock skips: sets of node ids)
+        y = memo[id(x)] = t(v if type(v) in _SHARED else fast_copy(v, memo) for v in x)
     elif t is deque:
         y = memo[id(x)] = deque([v if type(v) in _SHARED else fast_copy(v, memo) for v in x], maxlen=x.maxlen)
     elif t is MethodType:

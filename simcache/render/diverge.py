@@ -33,7 +33,6 @@ class Divergence:
 def _guard(run, step: int):
     """``(function, line, flag)`` of the innermost frame at ``step`` standing on a fix line its flag turns on."""
     from ..codepane import code_at, flag_on
-
     from .codepane import INSTRUMENTATION
 
     for f in reversed(code_at(run.trace, step)):
