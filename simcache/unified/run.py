@@ -39,7 +39,7 @@ def _hash_fn(index: int):
 class UnifiedDriver(Driver):
     def step(self, op: dict, index: int, run=None, *, crashes: bool = True) -> str:
         """``Driver.step``, with the watchdog's count of host queries started afresh (it counts one operation's:
-        ``cache.WATCHDOG``), for every caller: a traced run, the explorer's machines, a replay."""
+        ``cache.watchdog``), for every caller: a traced run, the explorer's machines, a replay."""
         self.cache.host_queries = 0
         return super().step(op, index, run, crashes=crashes)
 
