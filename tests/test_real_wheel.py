@@ -18,7 +18,7 @@ import pytest
 from simcache.cli import main
 from simcache.real import HI_MAMBA, SourceError, load, resolve
 from simcache.real import wheel as wheel_mod
-from simcache.real.source import clear_cache
+from simcache.real.source import TAG_TEXT, clear_cache
 from tests.real_fake_tree import FILES, MC, make_tree
 
 VERSION = "9.8.7"
@@ -38,8 +38,10 @@ def make_wheel(skip: str | None = None) -> bytes:
 class Index:
     """A local JSON simple API for sglang: one wheel, with the sha256 and size it is told to announce."""
 
-    def __init__(self, body: bytes, sha256: str | None = None, size: int | None = None, wheel_status: int = 200):
+    def __init__(self, body: bytes, sha256: str | None = None, size: int | None = None, wheel_status: int = 200,
+                 more: list | None = None, only: list | None = None):
         self.body, self.wheel_status, self.hits = body, wheel_status, {"index": 0, "wheel": 0}
+        self.more, self.only = more or [], only  # more index entries; or only these
         self.sha256 = sha256 or hashlib.sha256(body).hexdigest()
         self.size = len(body) if size is None else size
         index = self
@@ -54,7 +56,10 @@ class Index:
                     doc = {"name": "sglang", "versions": ["0.5.17", VERSION], "files": [
                         {"filename": WHEEL, "url": f"http://127.0.0.1:{index.port}/files/{WHEEL}",
                          "hashes": {"sha256": index.sha256}, "size": index.size},
-                        {"filename": "sglang-0.5.17.tar.gz", "url": "http://127.0.0.1:1/x", "hashes": {"sha256": "0"}}]}
+                        {"filename": "sglang-0.5.17.tar.gz", "url": "http://127.0.0.1:1/x", "hashes": {"sha256": "0"}},
+                        *index.more]}
+                    if index.only is not None:
+                        doc["files"] = index.only
                     self._send(200, json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json")
                 elif self.path == f"/files/{WHEEL}":
                     index.hits["wheel"] += 1
@@ -109,11 +114,11 @@ def sentence(capsys, *argv: str) -> str:
 def test_a_release_is_fetched_once_verified_and_only_its_files_extracted(cache, monkeypatch, request, capsys):
     idx = serve(monkeypatch, request)
     src = resolve(version=VERSION, files=HI_MAMBA.files)
-    assert src.kind == "release" and src.version == VERSION and src.root == cache / "sglang" / VERSION
+    assert src.kind == "release" and src.version == VERSION and src.root == cache / "real" / "sglang" / VERSION
     assert src.label == f"sglang {VERSION} ({WHEEL}, sha256 {idx.sha256[:12]}...)"
     got = sorted(str(p.relative_to(src.root)) for p in src.root.rglob("*.py"))
     assert got == sorted(f"{MC}/{n}" for n in FILES)  # no METADATA, nothing else of the wheel
-    assert (cache / "sglang" / "wheels" / WHEEL).read_bytes() == idx.body
+    assert (cache / "real" / "wheels" / WHEEL).read_bytes() == idx.body
     assert load(src, HI_MAMBA).module("hi_mamba_radix_cache").VERSION == VERSION
     assert "downloading " + WHEEL in capsys.readouterr().err
     resolve(version=VERSION, files=HI_MAMBA.files)  # the second time: from the cache, no index, no download
@@ -122,7 +127,8 @@ def test_a_release_is_fetched_once_verified_and_only_its_files_extracted(cache, 
     resolve(version=VERSION, files=HI_MAMBA.files)
     assert (src.root / MC / "radix_cache.py").read_text() == FILES["radix_cache.py"]
     assert idx.hits == {"index": 2, "wheel": 1}  # the kept wheel's sha256 still matched: not downloaded again
-    assert clear_cache() == cache and not (cache / "sglang").exists()
+    assert clear_cache() == [f"removed {cache / 'real'} (simcache's SGLang wheels and files)"]
+    assert not (cache / "real").exists()
 
 
 def test_a_version_the_index_does_not_have(cache, monkeypatch, request, capsys):
@@ -142,7 +148,7 @@ def test_a_hash_mismatch_keeps_nothing(cache, monkeypatch, request, capsys):
     err = sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION)
     assert err.startswith(f"simcache: the downloaded {WHEEL} has sha256 ") and err.endswith(
         ", not the index's abababababab...; nothing was kept, try again")
-    assert list((cache / "sglang" / "wheels").iterdir()) == []
+    assert list((cache / "real" / "wheels").iterdir()) == []
 
 
 def test_a_pinned_wheel_whose_index_hash_changed_is_refused_before_downloading(cache, monkeypatch, request, capsys):
@@ -174,7 +180,7 @@ def test_a_download_over_the_bound_is_refused_before_or_while_fetching(cache, mo
     idx.size = len(body)
     assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
         f"simcache: {WHEEL} is 0 MB, over the 0 MB this tool fetches")
-    assert idx.hits["wheel"] == 1 and list((cache / "sglang" / "wheels").iterdir()) == []
+    assert idx.hits["wheel"] == 1 and list((cache / "real" / "wheels").iterdir()) == []
 
 
 def test_a_file_missing_from_the_wheel(cache, monkeypatch, request, capsys):
@@ -192,15 +198,16 @@ def test_a_planted_symlink_in_the_cache_is_refused_not_followed(cache, monkeypat
     serve(monkeypatch, request)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (cache / "sglang").mkdir(parents=True)
-    os.symlink(elsewhere, cache / "sglang" / VERSION)
+    (cache / "real" / "sglang").mkdir(parents=True)
+    (cache / "real" / "CACHEDIR.TAG").write_text(TAG_TEXT)
+    os.symlink(elsewhere, cache / "real" / "sglang" / VERSION)
     err = sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION)
-    assert err == (f"simcache: {cache / 'sglang' / VERSION} in the cache folder is not a plain folder (a symlink or a "
-                   f"file); remove it with `python -m simcache real --clear-cache`")
+    assert err == (f"simcache: {cache / 'real' / 'sglang' / VERSION} in the cache folder is not a plain folder (a "
+                   f"symlink or a file); remove it with `python -m simcache real --clear-cache`")
     assert list(elsewhere.iterdir()) == []
     assert main(["real", "--clear-cache"]) == 0
-    assert capsys.readouterr().out == f"cleared {cache}\n"
-    assert elsewhere.is_dir() and not (cache / "sglang").exists()
+    assert capsys.readouterr().out == f"removed {cache / 'real'} (simcache's SGLang wheels and files)\n"
+    assert elsewhere.is_dir() and not (cache / "real").exists()
 
 
 def test_bad_paths_and_words_are_one_sentence(cache, capsys, tmp_path):
@@ -222,7 +229,8 @@ def test_help_says_loading_runs_their_code_and_where_the_cache_is(cache, capsys)
         main(["real", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "LOADING SGLANG'S FILES RUNS THEIR CODE" in text
-    assert "`simcache real --clear-cache` empties it and prints where it is" in text
+    assert ("SGLang's wheels and files go in its real/ folder, marked by a CACHEDIR.TAG. `simcache real --clear-cache` "
+            "removes that folder (only when it carries the marker) and prints what it removed") in text
 
 
 def test_the_list_of_stubs_of_a_made_up_tree(cache, capsys, tmp_path):
@@ -269,3 +277,51 @@ def test_a_release_no_preset_models_asks_for_one(cache, monkeypatch, request, ca
     serve(monkeypatch, request)
     assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION).startswith(
         f"simcache: no preset models sglang {VERSION}; give --preset NAME to compare with one (pre_fix, ")
+
+
+# --- review1 #9: a corrupt cache file, a malformed index ---
+
+def test_a_corrupt_files_json_is_ignored_and_the_files_extracted_again(cache, monkeypatch, request):
+    idx = serve(monkeypatch, request)
+    src = resolve(version=VERSION, files=HI_MAMBA.files)
+    manifest = src.root / "files.json"
+    for text in ("[]", '{"files": {}, "absent": 5}', '{"wheel": 1, "sha256": "x", "files": {"a": 2}, "absent": []}',
+                 "not json", '{"files": []}'):
+        manifest.write_text(text)
+        again = resolve(version=VERSION, files=HI_MAMBA.files)
+        assert again == src and json.loads(manifest.read_text())["files"].keys() == {f"{MC}/{n}" for n in FILES}
+    assert idx.hits["wheel"] == 1  # the kept wheel was reused each time: its sha256 still matched
+
+
+def test_a_malformed_index_entry_is_passed_over_and_a_nul_in_a_name_is_one_sentence(cache, monkeypatch, request,
+                                                                                     capsys):
+    idx = serve(monkeypatch, request, more=[
+        {"filename": f"sglang-{VERSION}-py3-none-any.whl", "url": "http://127.0.0.1:1/x", "hashes": {"sha256": 5}},
+        {"filename": f"sglang-{VERSION}-cp310-none-any.whl", "url": 7, "hashes": {"sha256": "ab" * 32}},
+        {"filename": f"sglang-{VERSION}-cp39-none-any.whl", "url": "u", "hashes": {"sha256": "zz" * 32}},
+        {"filename": f"sglang-{VERSION}-cp38-none-any.whl", "url": "u", "hashes": {"sha256": "ab" * 32}, "size": "1"},
+        ["not", "a", "dict"]])
+    assert resolve(version=VERSION, files=HI_MAMBA.files).label.startswith(f"sglang {VERSION} ({WHEEL}, ")
+    assert idx.hits["wheel"] == 1
+    (cache / "real" / "sglang" / VERSION / "files.json").unlink()  # so the index is asked again
+    idx.only = [{"filename": f"sglang-{VERSION}-py3-none-any.whl", "url": "u", "hashes": {"sha256": None}}]
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
+        f"simcache: sglang {VERSION} has no wheel with a sha256 on the package index; give --sglang PATH to an "
+        f"unpacked copy instead")
+    nul = f"sglang-{VERSION}-cp311-cp311-x\x00y.whl"
+    idx.only = [{"filename": nul, "url": f"http://127.0.0.1:{idx.port}/files/{WHEEL}", "hashes": {"sha256": idx.sha256},
+                 "size": len(idx.body)}]
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION) == (
+        f"simcache: the package index named a wheel 'sglang-{VERSION}-cp311-cp311-x\\x00y.whl'; refusing a file name "
+        f"with a path or a control character in it")
+    assert [p.name for p in (cache / "real" / "wheels").iterdir()] == [WHEEL]
+
+
+def test_a_wheel_an_older_simcache_kept_is_copied_when_its_sha256_matches(cache, monkeypatch, request):
+    idx = serve(monkeypatch, request)
+    old = cache / "sglang" / "wheels"
+    old.mkdir(parents=True)
+    (old / WHEEL).write_bytes(idx.body)
+    resolve(version=VERSION, files=HI_MAMBA.files)
+    assert idx.hits["wheel"] == 0 and (cache / "real" / "wheels" / WHEEL).read_bytes() == idx.body
+    assert (old / WHEEL).read_bytes() == idx.body  # read, never moved: that folder carries no marker of simcache's

@@ -14,8 +14,9 @@ DESCRIPTION = (
     "from the package index without its dependencies, checks against the index's sha256 and keeps in the cache "
     "folder (--sglang-version X.Y.Z).")
 EPILOG = ("The cache folder is $SIMCACHE_CACHE_DIR, else the user cache folder (platformdirs; ~/.cache/simcache on "
-          "Linux); `simcache real --clear-cache` empties it and prints where it is. Nothing of SGLang's is in "
-          "simcache's repository.")
+          "Linux); SGLang's wheels and files go in its real/ folder, marked by a CACHEDIR.TAG. `simcache real "
+          "--clear-cache` removes that folder (only when it carries the marker) and prints what it removed. Nothing "
+          "of SGLang's is in simcache's repository.")
 
 
 def add_parser(sub) -> None:
@@ -63,7 +64,7 @@ def cmd_real(a: argparse.Namespace) -> int:
     if a.clear_cache:
         if a.scenario or a.gallery or a.list_stubs:
             raise _usage("--clear-cache runs alone; give it without a scenario, --gallery or --list-stubs")
-        print(f"cleared {clear_cache()}")
+        print("\n".join(clear_cache()))
         return 0
     if a.sglang is None and a.sglang_version is None:
         raise _usage("say which SGLang code to run: --sglang PATH (or --sglang installed) or --sglang-version X.Y.Z")

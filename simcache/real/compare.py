@@ -2,11 +2,13 @@
 
 - ``model_preset(source)``: a release or a mirror commit by ``versions.preset_for_real`` (the release table), a
   user's checkout by the newest real preset (``--preset`` overrides each).
-- ``loaded_for(spec, version)``: one load per source and process (several releases and commits live side by side).
+- ``loaded_for(spec, version)``: one load per source, file contents and process (several releases and commits live
+  side by side; an edited file of a checkout is loaded again).
 - ``side_by_side(name, model, real, ...)``: every field of the two results, the differing ones marked ``*``.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 from .. import versions
@@ -47,13 +49,24 @@ def parse_word(word: str) -> tuple[str | None, str | None]:
 
 
 def loaded_for(spec: str | None, version: str | None, target: Target = HI_MAMBA) -> Loaded:
-    """The load of ``target`` from the source the words name, made once per process and source (the source is
-    resolved each time: a changed cache folder, index or file is seen)."""
+    """The load of ``target`` from the source the words name, made once per process, source and file contents (the
+    source is resolved each time and its files hashed: a changed cache folder, index or file is seen)."""
     source = resolve(spec, version, target.files)
-    key = (target.name, str(source.root), source.label)
+    key = (target.name, str(source.root), source.label, _contents(source.root, target.files))
     if key not in _LOADS:
         _LOADS[key] = load(source, target)
     return _LOADS[key]
+
+
+def _contents(root, files: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The sha256 of each of ``files`` under ``root`` (None where it is missing or unreadable)."""
+    out = []
+    for rel in files:
+        try:
+            out.append(hashlib.sha256((root / rel).read_bytes()).hexdigest())
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def _text(v) -> str:

@@ -5,9 +5,11 @@
 - Any wheel of the version will do (the cache files are plain Python); cp311 manylinux x86_64 is preferred.
 - The download is refused before it starts when the index says it is over ``MAX_WHEEL`` bytes, stops if it grows
   past what the index said, and is checked against the index's sha256 (and against ``PINNED``, the hashes this
-  project has seen) before it is kept: ``<cache>/sglang/wheels/<file>``.
-- Only the files asked for are extracted, into ``<cache>/sglang/<version>/sglang/...``, each written atomically,
-  through folders that are checked not to be symlinks; ``files.json`` keeps their sha256, checked at each use.
+  project has seen) before it is kept: ``<cache>/real/wheels/<file>`` (a wheel an older simcache kept in
+  ``<cache>/sglang/wheels/`` is copied over when its sha256 matches, never moved or trusted otherwise).
+- Only the files asked for are extracted, into ``<cache>/real/sglang/<version>/sglang/...``, each written atomically,
+  through folders that are checked not to be symlinks; ``files.json`` keeps their sha256, checked at each use (one
+  that cannot be read as such is ignored: the files are extracted again).
 
 The standard library's ``urllib`` does the HTTP: one GET for the index and one for the wheel need no dependency.
 """
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .cachefs import safe_dir, sha256_file, write_atomic
-from .source import Source, SourceError, cache_dir
+from .source import Source, SourceError, cache_dir, own_dir
 
 INDEX_ENV = "SIMCACHE_INDEX_URL"
 DEFAULT_INDEX = "https://pypi.org/simple/"
@@ -90,13 +92,25 @@ def _rank(filename: str) -> tuple[int, int]:
     return (0 if "-cp311-" in filename else 1, 0 if "manylinux" in filename and "x86_64" in filename else 1)
 
 
+_HEX64 = frozenset("0123456789abcdef")
+
+
+def _usable(f) -> bool:
+    """An index entry of a wheel with the types the JSON simple API gives: file name, url, a 64-hex sha256, a size."""
+    if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("filename", "url")):
+        return False
+    sha = f.get("hashes", {}).get("sha256") if isinstance(f.get("hashes"), dict) else None
+    size = f.get("size")
+    return (f["filename"].endswith(".whl") and isinstance(sha, str) and len(sha) == 64 and set(sha.lower()) <= _HEX64
+            and (size is None or type(size) is int))
+
+
 def pick(doc: dict, version: str) -> dict:
     """The wheel of ``version`` to fetch (cp311 manylinux x86_64 first, else any), or one sentence why none."""
-    wheels = [f for f in doc["files"] if isinstance(f, dict) and str(f.get("filename", "")).endswith(".whl")
-              and str(f["filename"]).split("-")[1:2] == [version] and isinstance(f.get("hashes"), dict)
-              and f["hashes"].get("sha256") and f.get("url")]
+    wheels = [f for f in doc["files"] if _usable(f) and f["filename"].split("-")[1:2] == [version]]
     if not wheels:
-        versions = [v for v in doc.get("versions", []) if isinstance(v, str)]
+        listed = doc.get("versions")
+        versions = [v for v in listed if isinstance(v, str)] if isinstance(listed, list) else []
         if version not in versions:
             latest = f" (the newest is {versions[-1]})" if versions else ""
             raise SourceError(f"sglang has no release {version} on the package index{latest}; give a released "
@@ -108,18 +122,21 @@ def pick(doc: dict, version: str) -> dict:
 
 
 def download(entry: dict, base: Path, say: Say) -> Path:
-    """The wheel ``entry`` names, in ``<cache folder base>/sglang/wheels/``: reused when its sha256 matches, else
-    fetched and verified."""
+    """The wheel ``entry`` names, in ``<simcache's folder base>/wheels/``: reused when its sha256 matches (or copied
+    from an older simcache's ``<cache>/sglang/wheels/`` when that one's does), else fetched and verified."""
     name, want = entry["filename"], entry["hashes"]["sha256"].lower()
-    if "/" in name or "\\" in name or name.startswith("."):
-        raise SourceError(f"the package index named a wheel {name[:60]!r}; refusing a file name with a path in it")
+    if "/" in name or "\\" in name or name.startswith(".") or not name.isprintable():
+        raise SourceError(f"the package index named a wheel {name[:60]!r}; refusing a file name with a path or a "
+                          f"control character in it")
     pinned = PINNED.get(name)
     if pinned and pinned != want:
         raise SourceError(f"the package index's sha256 for {name} is {want[:12]}..., not the {pinned[:12]}... this "
                           f"project pinned; refusing it")
-    folder = safe_dir(base, Path("sglang", "wheels"))  # creates the cache folder on a first fetch
+    folder = safe_dir(base, Path("wheels"))
     path = folder / name
     if path.is_file() and not path.is_symlink() and sha256_file(path) == want:
+        return path
+    if _copy_kept(cache_dir() / "sglang" / "wheels" / name, want, path):
         return path
     size = entry.get("size")
     if isinstance(size, int) and size > MAX_WHEEL:
@@ -142,11 +159,22 @@ def download(entry: dict, base: Path, say: Say) -> Path:
             raise SourceError(f"the downloaded {name} has sha256 {h.hexdigest()[:12]}..., not the index's "
                               f"{want[:12]}...; nothing was kept, try again")
         os.replace(tmp, path)
-    except (OSError, urllib.error.URLError) as e:
+    except (OSError, ValueError, urllib.error.URLError) as e:  # ValueError: a NUL in a name, a bad URL
         raise SourceError(f"the download of {name} failed ({getattr(e, 'reason', None) or e}); try again") from None
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _copy_kept(old: Path, want: str, path: Path) -> bool:
+    """Copy a wheel an older simcache kept (unmarked, so only read) when its sha256 is the index's; True if done."""
+    try:
+        if old.is_symlink() or not old.is_file() or sha256_file(old) != want:
+            return False
+        write_atomic(path, old.read_bytes(), path.parent.parent)
+    except OSError:
+        return False
+    return sha256_file(path) == want
 
 
 def extract(wheel: Path, members: tuple[str, ...], dest: Path, base: Path) -> dict[str, str]:
@@ -172,29 +200,45 @@ def extract(wheel: Path, members: tuple[str, ...], dest: Path, base: Path) -> di
 
 def release(version: str, files: tuple[str, ...], say: Say = _stderr) -> Source:
     """``files`` of sglang ``version``, from the cache folder or its wheel (fetched once, verified, extracted)."""
-    base = cache_dir()
+    base = own_dir()
     dest = safe_dir(base, Path("sglang", version))  # a planted symlink is refused, never followed
-    manifest_path = dest / "files.json"
-    manifest: dict = {}
-    if manifest_path.is_file() and not manifest_path.is_symlink():
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, ValueError):
-            manifest = {}
-    have = manifest.get("files", {}) if isinstance(manifest.get("files"), dict) else {}
-    wanted = [f for f in files if f not in manifest.get("absent", [])]
-    fresh = all(f in have and _intact(dest / f, have[f]) for f in wanted)
+    manifest = _manifest(dest / "files.json")
+    have, absent = manifest.get("files", {}), manifest.get("absent", [])
+    wanted = [f for f in files if f not in absent]
+    fresh = all(f in have and _intact(dest, f, have[f]) for f in wanted)
     if not fresh or not manifest.get("wheel"):
         entry = pick(index(), version)
         wheel = download(entry, base, say)
         got = extract(wheel, tuple(files), dest, base)
         have = {**have, **got}
-        absent = (set(manifest.get("absent", [])) | set(files)) - set(have)
-        manifest = dict(wheel=entry["filename"], sha256=entry["hashes"]["sha256"], files=have, absent=sorted(absent))
-        write_atomic(manifest_path, json.dumps(manifest, indent=1).encode(), base)
+        gone = (set(absent) | set(files)) - set(have)
+        manifest = dict(wheel=entry["filename"], sha256=entry["hashes"]["sha256"], files=have, absent=sorted(gone))
+        write_atomic(dest / "files.json", json.dumps(manifest, indent=1).encode(), base)
     return Source(dest, f"sglang {version} ({manifest['wheel']}, sha256 {manifest['sha256'][:12]}...)", "release",
                   version)
 
 
-def _intact(path: Path, sha: str) -> bool:
+def _manifest(path: Path) -> dict:
+    """``files.json`` when it is one (the wheel's name and sha256, each file's sha256, the files it lacks); else
+    ``{}``: a missing, unreadable or malformed one means "extract again"."""
+    if not path.is_file() or path.is_symlink():
+        return {}
+    try:
+        doc = json.loads(path.read_bytes()[:MAX_MEMBER])
+    except (OSError, ValueError):
+        return {}
+    ok = (isinstance(doc, dict) and isinstance(doc.get("wheel"), str) and isinstance(doc.get("sha256"), str)
+          and isinstance(doc.get("files"), dict) and isinstance(doc.get("absent"), list)
+          and all(isinstance(k, str) and isinstance(v, str) for k, v in doc["files"].items())
+          and all(isinstance(x, str) for x in doc["absent"]))
+    return doc if ok else {}
+
+
+def _intact(dest: Path, rel: str, sha: str) -> bool:
+    """``dest/rel`` is a plain file, reached through plain folders, with the sha256 files.json keeps."""
+    path, d = dest / rel, dest
+    for part in Path(rel).parent.parts:
+        d = d / part
+        if d.is_symlink() or not d.is_dir():
+            return False
     return path.is_file() and not path.is_symlink() and sha256_file(path) == sha
