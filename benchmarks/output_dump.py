@@ -5,8 +5,10 @@
 Writes one file per case into OUT_DIR: `simcache run` text and `--json` (trace hash, went-stale, cleaned-up,
 first violation and its micro-step, violation counts) on the 2,000-request workload of ``bench_trace`` under
 every preset (``--quick``: followup_fix only) and through an ``--ops`` window, on every gallery scenario under
-every preset, and on 60 seeded random operation files; plus every violation, went-stale, cleaned-up and
-re-admitted event of a workload whose KV, slot ownership and size counters are corrupted between operations.
+every preset, on 60 seeded random operation files, and on the benchmark matrix's long-prompt cells (prompts of
+about 2,000 tokens: big pools, long slot lists; page sizes 1 and 16, the three write policies); plus every
+violation, went-stale, cleaned-up and re-admitted event of workloads whose KV, slot ownership and size counters are
+corrupted between operations (the 300-request workload and a long-prompt cell).
 Run it on two trees and ``diff -r`` the folders.
 """
 from __future__ import annotations
@@ -26,6 +28,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from bench_trace import doc_for  # noqa: E402
+from matrix import PAGE_SIZES, POLICIES, QUICK_REQUESTS  # noqa: E402
+from matrix import workload as cell_workload  # noqa: E402
 
 from simcache import trace  # noqa: E402
 from simcache.cli import main as cli_main  # noqa: E402
@@ -83,14 +87,23 @@ def main() -> int:
         with open(path, "w") as f:
             json.dump(random_doc(rng), f)
         cli(f"r_{k}.json", ["run", path, "--preset", presets[k % len(presets)], "--json"])
-    cfg, ops = check_doc(doc_for(300))
-    rec = trace.Recorder(snapshots=False)
-    execute(cfg, [(None, op) for op in ops], flags_of("followup_fix"), recorder=rec, on_step=_corrupt)
-    with open(os.path.join(a.out, "corrupted.json"), "w") as f:
-        json.dump(dict(violations=[v.as_dict() for v in rec.violations],
-                       went_stale=[e.as_dict() for e in rec.went_stale],
-                       cleaned_up=[e.as_dict() for e in rec.cleaned_up],
-                       readmitted=[e.as_dict() for e in rec.readmitted], trace_sha256=rec.sha256()), f, indent=1)
+    for ps in PAGE_SIZES:
+        for policy in POLICIES:
+            path = os.path.join(inputs, f"long_{ps}_{policy}.json")
+            with open(path, "w") as f:
+                json.dump(cell_workload(2000, QUICK_REQUESTS[2000], ps, policy), f)
+            cli(f"long_{ps}_{policy}.txt", ["run", path, "--preset", "followup_fix"])
+            cli(f"long_{ps}_{policy}.json", ["run", path, "--preset", "followup_fix", "--json"])
+    for name, doc in (("corrupted.json", doc_for(300)),
+                      ("corrupted_long.json", cell_workload(2000, QUICK_REQUESTS[2000], 1, "write_through"))):
+        cfg, ops = check_doc(doc)
+        rec = trace.Recorder(snapshots=False)
+        execute(cfg, [(None, op) for op in ops], flags_of("followup_fix"), recorder=rec, on_step=_corrupt)
+        with open(os.path.join(a.out, name), "w") as f:
+            json.dump(dict(violations=[v.as_dict() for v in rec.violations],
+                           went_stale=[e.as_dict() for e in rec.went_stale],
+                           cleaned_up=[e.as_dict() for e in rec.cleaned_up],
+                           readmitted=[e.as_dict() for e in rec.readmitted], trace_sha256=rec.sha256()), f, indent=1)
     print(f"wrote {len(os.listdir(a.out)) - 1} files to {a.out}")
     return 0
 

@@ -108,8 +108,8 @@ def _copy_into(out: torch.Tensor, src: torch.Tensor) -> None:
 
 def copy_slots(src, src_slots: Sequence[int], dst, dst_slots: Sequence[int],
                stream=None) -> PendingCopy | None:
-    """Copy slot data between pools (``pools.SlotPool``, tiers); with streams the copy runs on ``stream`` and returns its
-    ``PendingCopy``, without them it is done on return. Slots are a list, a range or a CPU int64 tensor; two
+    """Copy slot data between pools (``pools.SlotPool``, tiers); with streams the copy runs on ``stream`` and returns
+    its ``PendingCopy``, without them it is done on return. Slots are a list, a range or a CPU int64 tensor; two
     consecutive runs copy straight between the pools, others go through the host pool's staging buffer."""
     if len(src_slots) == 0:
         return None

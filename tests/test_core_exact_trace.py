@@ -411,6 +411,21 @@ FAST_KINDS = {"call", "alloc", "free", "double_free", "alloc_fail", "lock", "lru
               "set_discard", "attach", "detach", "backup", "write_ack", "load_ack", "storage_ack"}
 
 
+def written_generically(e: tuple) -> bool:
+    """Whether the hash writer sends log entry ``e`` to ``_words``: a step worded when it happened, a kind without a
+    fast spelling, or an operation other than a plain request (``{"op", "tokens"}`` and maybe a str ``"rid"``,
+    plain int tokens in a list, a str actor or none): a request's tokens, thousands on a long prompt, are written
+    straight from the entry."""
+    actor, kind, p = e[1], e[2], e[5]
+    if p.__class__ is trace._Worded:
+        return True
+    if kind == "op":
+        return not (type(p) is dict and set(p) in ({"op", "tokens"}, {"op", "rid", "tokens"})
+                    and type(p["op"]) is str and type(p.get("rid", "")) is str and type(p["tokens"]) is list
+                    and all(type(t) is int for t in p["tokens"]) and (actor is None or type(actor) is str))
+    return kind not in FAST_KINDS
+
+
 def worded_by_the_generic_path(monkeypatch, rec: Recorder) -> list:
     """The log entries the hash writer sends to ``_words`` (the generic wording) while hashing ``rec``."""
     expected = reference_hash(rec)  # (wording every step: before the spy)
@@ -423,9 +438,9 @@ def worded_by_the_generic_path(monkeypatch, rec: Recorder) -> list:
 
 def test_the_hash_writer_spells_every_frequent_kind_itself_and_only_the_rest_generically(monkeypatch):
     """The writer's fast paths are why hashing a 2,000-request run is affordable: every step of a frequent kind with
-    plain fields is written straight from its log entry. Only operations, splits, host references and steps worded
-    when they happened (the assertion) go through ``_words``. Each frequent kind occurs in these two runs, and a
-    detach whose slot held another node is added by hand."""
+    plain fields, and every request with plain tokens, is written straight from its log entry. Only the other
+    operations, splits, host references and steps worded when they happened (the assertion) go through ``_words``.
+    Each frequent kind occurs in these two runs, and a detach whose slot held another node is added by hand."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from bench_trace import doc_for
 
@@ -438,11 +453,13 @@ def test_the_hash_writer_spells_every_frequent_kind_itself_and_only_the_rest_gen
     a = cache.root_node.children[1]
     cache._detach(cache.root_node, a)
     cache._detach(cache.root_node, a)
-    kinds = set()
+    kinds, requests = set(), []
     for rec in runs:
-        slow = [e for e in rec._log if e[2] not in FAST_KINDS or e[5].__class__ is trace._Worded]
+        slow = [e for e in rec._log if written_generically(e)]
         assert worded_by_the_generic_path(monkeypatch, rec) == slow
         kinds |= {e[2] for e in rec._log}
+        requests += [e for e in rec._log if e[2] == "op" and e[5]["op"] == "request"]
+    assert requests and not any(map(written_generically, requests))
     assert FAST_KINDS <= kinds
     assert {e[2] for rec in runs for e in rec._log if e[2] not in FAST_KINDS} == {"op", "split", "host_ref",
                                                                                    "assertion"}
@@ -924,8 +941,26 @@ def _odd_and_plain_entries() -> tuple[list, set[int]]:
         (2, "R1", "load_ack", st, None, (None,)),  # 19: plain
         (2, "R1", "storage_ack", st, 8, (odd_ref,)),  # 20
         (2, "R1", "free", st, None, ("host_kv", [1, 2])),  # 21
+        # requests: their tokens written straight from the entry, in the text ("1,2") and the detail ("1, 2")
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [1, 2, 30]}),  # 22: plain
+        (2, None, "op", (), None, {"op": "request", "rid": "r\u00e9\"", "tokens": [7]}),  # 23: plain, no actor
+        (2, "A\u00e9\"", "op", (), None, {"tokens": [], "op": "request"}),  # 24: plain (keys in any order)
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [-3, 10**20, 0, 9, 10]}),  # 25: plain
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [1, True]}),  # 26: a token that is not an int
+        (2, "R1", "op", (), None, {"op": "request", "tokens": (1, 2)}),  # 27: tokens not as a list
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [1], "note": "x"}),  # 28: another field
+        (2, "R1", "op", (), None, {"op": "request", "rid": 5, "tokens": [1]}),  # 29: a rid that is not a str
+        (2, "R1", "op", (), None, {"op": "evict", "n": 2}),  # 30: not a request
+        (2, 7, "op", (), None, {"op": "request", "tokens": [1]}),  # 31: an actor that is not a str
+        # long slot lists: spelled from a table of the numbers' decimal text (grown as larger slots come)
+        (2, "R1", "alloc", st, None, ("device_kv", tuple(range(100)))),  # 32: plain
+        (2, "R1", "free", st, None, ("device_kv", tuple(range(12000, 0, -7)))),  # 33: plain, every digit count
+        (2, "R1", "free", st, None, ("device_kv", (*range(70), 1 << 23))),  # 34: plain, past the table's end
+        (2, "R1", "free", st, None, ("device_kv", (*range(70), -1))),  # 35: plain, a negative slot
+        (2, "R1", "backup", st, 8, (ref, tuple(range(99_990, 100_100)))),  # 36: plain
+        (2, "R1", "alloc", st, None, ("device_kv", (*range(70), True))),  # 37: a slot that is not an int
     ]
-    return log, {1, 2, 4, 5, 6, 8, 9, 10, 13, 14, 16, 17, 20, 21}
+    return log, {1, 2, 4, 5, 6, 8, 9, 10, 13, 14, 16, 17, 20, 21, 26, 27, 28, 29, 30, 31, 37}
 
 
 def test_the_hash_writer_writes_plain_entries_itself_and_sends_exactly_the_others_to_the_generic_wording(
@@ -936,9 +971,9 @@ def test_the_hash_writer_writes_plain_entries_itself_and_sends_exactly_the_other
     monkeypatch.setattr(hash_writer, "_words", lambda e: (sent.append(e), real(e))[1])
     assert trace._json_lines(log, 0, len(log), trace._JsonMemo()) == want
     assert [log.index(e) for e in sent] == sorted(odd)
-    assert [trace._step(i, log[i]).text for i in (3, 12, 19)] == [
+    assert [trace._step(i, log[i]).text for i in (3, 12, 19, 22, 23, 24)] == [
         "unlock [1,2]#8 (full_lock_ref=3)", "detach [1,2]#8 from []#0 slot 3 (the slot held none)",
-        "load ack for none"]
+        "load ack for none", "R1: request [1,2,30]", "request [7]", 'A\u00e9": request []']
 
 
 def test_the_hash_writer_encodes_each_repeated_text_once_and_writes_numbers_bare(monkeypatch):
@@ -962,8 +997,7 @@ def test_the_hash_writer_encodes_each_repeated_text_once_and_writes_numbers_bare
     log = rec._log
     stacks = {id(e[3]): list(e[3]) for e in log}
     words = {e[1] for e in log} | {e[2] for e in log}
-    generic = [d for e in log if (e[2] not in FAST_KINDS or e[5].__class__ is trace._Worded)
-               and (d := trace._words(e)[1])]
+    generic = [d for e in log if written_generically(e) and (d := trace._words(e)[1])]
     per_step = [d for d in generic if id(d) not in trace._SHARED_DETAIL_IDS]
     shared = list({id(d): d for e in log if (d := trace._words(e)[1]) and id(d) in trace._SHARED_DETAIL_IDS}.values())
     assert {e[2] for e in log} - FAST_KINDS == {"op", "host_ref", "split", "assertion"} and shared

@@ -58,8 +58,11 @@ class PoolShares:
         # share changes since the last flush, per pool: refs +1, refs -1, cnt +1 (with what the slots must hold), -1
         self._q: dict[str, tuple] = {p: ([], [], [], [], []) for p in _POOL_NAMES}
         # a big pool's kv check reads only the slots whose data (``SlotPool.on_write``) or wanted content changed
-        # since the last boundary (``dirty``; ``None``: all of them) and keeps the owned slots that differ (``kv_bad``)
-        self.kv_bad: dict[str, set[int]] = {p: set() for p in _POOL_NAMES}
+        # since the last boundary (``dirty``; ``None``: all of them) and keeps which owned slots differ (``kv_bad``,
+        # one flag per slot of a big pool)
+        self.kv_bad: dict[str, np.ndarray] = {p: np.zeros(pools[p].size if self.big[p] else 0, dtype=bool)
+                                              for p in _POOL_NAMES}
+        self.kv_any = dict.fromkeys(_POOL_NAMES, False)  # whether one of them is set
         self._stamp: dict[str, np.ndarray] = {}  # a big pool's scratch for ``_repeats``
         self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
         for p in _POOL_NAMES:
@@ -85,17 +88,15 @@ class PoolShares:
         mask, want, bad = self.mask[name], self.want[name], self.kv_bad[name]
         if dirty is None:
             idx = np.flatnonzero(mask)
-            bad.clear()
+            bad[:] = False
         elif dirty:  # (a slot listed twice is judged twice, alike)
             idx = np.concatenate(dirty) if len(dirty) > 1 else dirty[0]
         else:
-            return bool(bad)
+            return self.kv_any[name]
         self.dirty[name] = []
-        differs = (pool._np[idx] & mask[idx]) != want[idx]
-        if dirty is not None:
-            bad.difference_update(idx[~differs].tolist())
-        bad.update(idx[differs].tolist())
-        return bool(bad)
+        bad[idx] = (pool._np[idx] & mask[idx]) != want[idx]
+        got = self.kv_any[name] = bool(bad.any())
+        return got
 
     def _flush(self) -> None:
         """Apply the queued share changes (every -1 before any +1) and pool events to the per-slot state.
@@ -229,8 +230,12 @@ class PoolShares:
             listed.append(_ix(events))
         if listed:
             s = np.concatenate(listed) if len(listed) > 1 else listed[0]
-            if rep(pool, None, s):
-                s = np.unique(s)
+            where = np.arange(len(s))  # each slot once (at its last position), by the scratch array: no sort
+            stamp = self._scratch(pool)
+            stamp[s] = where
+            once = stamp[s] == where
+            if not once.all():
+                s = s[once]
             lm = self.loose_mask[pool]
             now = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
             self.loose_n[pool] += int(np.count_nonzero(now)) - int(np.count_nonzero(lm[s]))
@@ -243,10 +248,14 @@ class PoolShares:
         request's thousands: one numpy step costs less than hashing them)."""
         if slots is not None and len(slots) < 256:
             return len(set(slots)) < len(slots)
+        return _has_repeats(idx, self._scratch(pool))
+
+    def _scratch(self, pool: str) -> np.ndarray:
+        """A big pool's scratch array, one entry per slot (``_has_repeats``, and ``_flush_arrays``'s slots once)."""
         stamp = self._stamp.get(pool)
         if stamp is None:
             stamp = self._stamp[pool] = np.zeros(self.pools[pool].size, dtype=np.int64)
-        return _has_repeats(idx, stamp)
+        return stamp
 
     def _rewant(self, pool: str, slots) -> None:
         """The kv check's mask and wanted content on ``slots``, from ``cnt`` and ``exp``."""

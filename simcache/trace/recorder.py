@@ -42,8 +42,7 @@ class Recorder(Ledger):
             memo[id(stream)] = stream
         cache, driver, current = fast_copy((self.cache, self.driver, self._current), memo)
         for pool in cache.pools.all().values():  # the data tensors are shared by fast_copy; a replay writes them
-            pool.data = pool.data.clone()
-            pool.rebind_view()  # the numpy view must follow the copy, not write into the original
+            pool.own_data()
         live = {}
         if self.want_snapshots:  # known nodes: copies of the reachable ones, the rest frozen once and shared
             for nid, n in list(self._unfrozen.items()):

@@ -30,8 +30,7 @@ class _Replayer(Ledger):
             memo[id(stream)] = stream
         cache, driver, self._current = fast_copy((cp.cache, cp.driver, cp.current), memo)
         for pool in cache.pools.all().values():
-            pool.data = pool.data.clone()
-            pool.rebind_view()  # the numpy view must follow the copy, not write into the original
+            pool.own_data()  # a copy of its own, with the numpy view following it (not writing into the original)
         if want:  # what snapshots draw: the nodes known at the checkpoint, as they were there
             live, frozen = cp.live, main._frozen
             self._known = {nid: frozen[nid] if (c := live.get(nid)) is None else memo[id(c)]
