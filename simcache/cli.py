@@ -258,8 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-o", "--output", default=None,
                    help="the page to write (default run.html, or game.html with --game); '-' writes it to stdout")
     e.add_argument("--storyboard", metavar="DIR",
-                   help="instead of a page, write DIR: PNGs of the key moments (side by side with --compare), a GIF "
-                        "of the stale window and comment.md linking them, for a pull-request comment")
+                   help="instead of a page, write DIR: comment.md (the outcome table first) and at most three PNGs "
+                        "(the divergence with --compare, went stale, the end), for a pull-request comment")
     e.add_argument("--game", nargs="?", const="all", metavar="LEVEL",
                    help="write the be-the-scheduler levels (all, or LEVEL 1-5, or a list like 2,4) as one page "
                         "that plays offline without a kernel; no SCENARIO")

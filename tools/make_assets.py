@@ -34,8 +34,10 @@ def _sha(data) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
 
 
-# --- the storyboard: PNGs of crash_pr's key moments and the GIF of its stale window -----------------------------
+# --- the storyboard (comment.md and its pictures, as export --storyboard writes them) and, beside it, the GIF of
+# --- the stale window (simcache.stale_gif: the README's first picture; the storyboard command writes no GIF) ----
 STORYBOARD = dict(scenario="crash_pr", presets=["pre_fix", "described_fix"])
+GIF = "stale-window.gif"
 
 
 @contextmanager
@@ -73,19 +75,27 @@ def _recording(fast: bool):
         storyboard.render_png, storyboard._panel = real_png, real_panel
 
 
-def storyboard_files(fast: bool = False) -> tuple[dict, str]:
-    """The storyboard's files and its source digest (the DOT texts, the panels' words and comment.md)."""
+def storyboard_files(fast: bool = False) -> tuple[dict, list, str]:
+    """The storyboard's files, the GIF's frames and their source digest (the DOT texts, the panels' words and
+    comment.md; each GIF frame's words, DOT texts and time, and the GIF's size settings)."""
+    from simcache import stale_gif
     from simcache.simulate import simulate
     from simcache.storyboard import storyboard_files as files_of
 
     a, b = (simulate(STORYBOARD["scenario"], p) for p in STORYBOARD["presets"])
     with _recording(fast) as seen:
         files = files_of(a, compare=b)
-    return files, _sha({"comment.md": files["comment.md"], **seen})
+    frames = stale_gif.stale_window(a, b)
+    gif = dict(frames=[vars(f) for f in frames], width=stale_gif.WIDTH, dpi=stale_gif.DPI,
+               min_scale=stale_gif.MIN_SCALE)
+    return files, frames, _sha({"comment.md": files["comment.md"], **seen, GIF: gif})
 
 
 def make_storyboard() -> tuple[list[str], str]:
-    files, digest = storyboard_files()
+    from simcache.stale_gif import gif
+
+    files, frames, digest = storyboard_files()
+    files[GIF] = gif(frames)
     out = ASSETS / "storyboard"
     if out.exists():
         shutil.rmtree(out)
@@ -303,8 +313,9 @@ def make_player() -> tuple[list[str], str]:
 
 # name -> (what it shows, its inputs, how it is made, how its digest is recomputed quickly)
 REGISTRY = {
-    "storyboard": ("crash_pr's key moments under pre_fix and described_fix, and the GIF of its stale window",
-                   STORYBOARD, make_storyboard, lambda: storyboard_files(fast=True)[1]),
+    "storyboard": ("crash_pr under pre_fix and described_fix: the storyboard for a PR comment (comment.md and "
+                   "three pictures) and the GIF of the stale window (the README's picture)",
+                   STORYBOARD, make_storyboard, lambda: storyboard_files(fast=True)[2]),
     "player": ("the ipywidgets player in JupyterLab at the moment node #8 goes stale (crash_pr, pre_fix)",
                PLAYER, make_player, player_values),
     "compare": ("the exported side-by-side page (crash_pr, pre_fix | described_fix) at the first divergence",

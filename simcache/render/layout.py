@@ -10,6 +10,13 @@ Vocabulary
   when something else appears, and a node that leaves the tree stays where it was (as RaftScope keeps its
   servers in place).
 - A window whose union would be too large to lay out well (``MAX_UNION`` boxes) keeps each frame's own layout.
+- *Measured* (``measure=True``): the union's box takes the largest label by rows, which need not be the widest (a
+  holders' box of three long call names is wider than one of four short ones); measuring every label a box has in
+  the window (one more ``dot`` run) gives each union box the largest width and height, so no box of any frame
+  overlaps its neighbours; and the boxes detached in any frame stay in one cluster, laid out together as each
+  frame draws them (without it the union spreads them out, a third wider than any frame). The GIF
+  (``stale_gif.py``) measures; a page's per-operation windows do not (one ``dot`` run each is what a long export
+  can afford).
 
 Pure text in, text out (DOT as ``dot.snapshot_to_dot`` writes it); one ``dot`` run per window.
 """
@@ -46,20 +53,66 @@ def _size(line: str) -> tuple[int, int]:
     return len(_ROWS.findall(line)), len(line)
 
 
-def union_dot(dots: list[str]) -> str | None:
-    """The DOT of the union of ``dots`` (plain graph, no cluster), or None when there is nothing to pin."""
+def _clustered(dot: str) -> set[str]:
+    """The boxes ``dot`` draws inside a cluster (the detached nodes and their holders' boxes)."""
+    out, inside = set(), False
+    for line in dot.splitlines():
+        if line.strip().startswith("subgraph cluster_"):
+            inside = True
+        elif inside and line.rstrip() == "  }":
+            inside = False
+        elif inside and (m := _NODE.match(line)):
+            out.add(m.group(1))
+    return out
+
+
+def _measured(head: list[str], variants: dict[str, set[str]]) -> dict[str, tuple[float, float]]:
+    """Box name -> the largest (width, height) in inches of its labels in ``variants`` (one ``dot`` run)."""
+    import graphviz
+
+    lines, names = [], []
+    for name, seen in variants.items():
+        for line in sorted(seen):
+            lines.append(f"  _v{len(names)} {line[line.index('['):]}")
+            names.append(name)
+    out = json.loads(graphviz.pipe("dot", "json", ("digraph m {\n" + "\n".join(["  " + h for h in head] + lines)
+                                                   + "\n}\n").encode("utf-8")))
+    size: dict[str, tuple[float, float]] = {}
+    for o in out.get("objects", ()):
+        if o.get("name", "").startswith("_v") and "width" in o:
+            name = names[int(o["name"][2:])]
+            w, h = size.get(name, (0.0, 0.0))
+            size[name] = (max(w, float(o["width"])), max(h, float(o["height"])))
+    return size
+
+
+def union_dot(dots: list[str], measure: bool = False) -> str | None:
+    """The DOT of the union of ``dots`` (plain graph, no cluster), or None when there is nothing to pin; with
+    ``measure``, each box as large as its largest label in ``dots`` (see the module doc)."""
     head, nodes, edges = None, {}, {}
+    variants: dict[str, set[str]] = {}
     for dot in dots:
         h, ns, es = _parts(dot)
         head = head or h
         for name, line in ns.items():
+            variants.setdefault(name, set()).add(line)
             if name not in nodes or _size(line) > _size(nodes[name]):
                 nodes[name] = line
         for key, line in es.items():
             edges.setdefault(key, line)
     if not nodes or len(nodes) > MAX_UNION:
         return None
-    return "digraph union {\n" + "\n".join("  " + x for x in [*head, *nodes.values(), *edges.values()]) + "\n}\n"
+    lines = [*head, *nodes.values(), *edges.values()]
+    if measure:
+        many = {n: v for n, v in variants.items() if len(v) > 1}
+        for name, (w, h) in (_measured(head, many) if many else {}).items():
+            line = nodes[name]
+            nodes[name] = f'{line[: line.rindex("];")]} width="{w:.3f}" height="{h:.3f}"];'
+        inside = set().union(*map(_clustered, dots))
+        lines = [*head, *(nodes[n] for n in nodes if n not in inside), *edges.values()]
+        if inside:
+            lines += ["subgraph cluster_detached {", *("  " + nodes[n] for n in nodes if n in inside), "}"]
+    return "digraph union {\n" + "\n".join("  " + x for x in lines) + "\n}\n"
 
 
 def positions(union: str) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:
@@ -72,8 +125,9 @@ def positions(union: str) -> tuple[dict[str, tuple[float, float]], tuple[float, 
     return pos, (bb[2], bb[3])
 
 
-def pin(dot: str, pos: dict[str, tuple[float, float]], size: tuple[float, float]) -> str:
-    """``dot`` with every box at ``pos`` (drawn by neato), the cluster dropped, and the bounding box held."""
+def pin(dot: str, pos: dict[str, tuple[float, float]], size: tuple[float, float], splines: str = "false") -> str:
+    """``dot`` with every box at ``pos`` (drawn by neato), the cluster dropped, and the bounding box held;
+    ``splines="true"`` routes each edge around the boxes (slower: a measured window can afford it)."""
     out = []
     for line in dot.splitlines():
         s = line.strip()
@@ -85,7 +139,8 @@ def pin(dot: str, pos: dict[str, tuple[float, float]], size: tuple[float, float]
                 (line.startswith("    ") and not _NODE.match(line) and "=" in s and s.endswith(";")):
             continue  # the detached nodes' cluster: a pinned node stays where it hung
         elif s.startswith("graph ["):
-            line = line.replace("graph [", 'graph [layout="neato" inputscale="72" splines="false" overlap="true" ', 1)
+            line = line.replace("graph [", f'graph [layout="neato" inputscale="72" splines="{splines}" '
+                                           'overlap="true" ', 1)
         out.append(line)
     corners = (f'  _bb0 [shape="point" style="invis" width="0" height="0" pos="0,0!"];\n'
                f'  _bb1 [shape="point" style="invis" width="0" height="0" pos="{size[0]:.1f},{size[1]:.1f}!"];')
@@ -93,13 +148,14 @@ def pin(dot: str, pos: dict[str, tuple[float, float]], size: tuple[float, float]
     return text[: text.rindex("}")] + corners + "\n}\n"
 
 
-def stable(dots: list[str]) -> list[str]:
-    """``dots`` pinned to their union's layout (see the module doc); unchanged when the union is too large, or when
-    they are all one drawing (nothing can move: no ``dot`` run)."""
+def stable(dots: list[str], measure: bool = False) -> list[str]:
+    """``dots`` pinned to their union's layout (see the module doc; ``measure``: every box as large as its largest
+    label); unchanged when the union is too large, or when they are all one drawing (nothing can move: no ``dot``
+    run)."""
     if len(set(dots)) < 2:
         return list(dots)
-    union = union_dot(dots)
+    union = union_dot(dots, measure)
     if union is None:
         return list(dots)
     pos, size = positions(union)
-    return [pin(d, pos, size) for d in dots]
+    return [pin(d, pos, size, "true" if measure else "false") for d in dots]
