@@ -38,7 +38,7 @@ from .operations import request_problem as _request_problem
 from .requests import Request
 from .trace_hooks import SIMULATED_CODE
 
-__all__ = ["Crash", "Driver", "InternalError", "Skip", "crash_from", "raise_if_internal", "simulated_stack"]
+__all__ = ["Crash", "Driver", "InternalError", "Skip", "Steps", "crash_from", "raise_if_internal", "simulated_stack"]
 
 
 def simulated_stack() -> tuple[str, ...]:
@@ -52,8 +52,45 @@ def simulated_stack() -> tuple[str, ...]:
     return tuple(out)
 
 
+class Steps:
+    """``step``: one operation's status letter, for any driver (the model's ``Driver``, and ``simcache.real``'s
+    drivers of SGLang's own code): the one place an operation is classified. The driver gives ``apply(op, index)``
+    and ``raised(op, index, e)`` (what an exception of the code under test becomes); ``RESULTS`` is what such code
+    raises that counts as a result (``Exception``; a driver may add a ``BaseException`` of its own)."""
+
+    RESULTS: ClassVar[type[BaseException] | tuple[type[BaseException], ...]] = Exception
+
+    def step(self, op: dict, index: int, run: Callable[[Driver, dict, int], str | None] | None = None, *,
+             crashes: bool = True) -> str:
+        """Apply operation number ``index``; its status letter: applied, a ``Skip``'s letter (turned away), or ``x``
+        (the simulated cache raised: a result, its ``Crash`` in ``cache.crashed``). A user's mistake
+        (``SimcacheError``) or a bug of simcache's observers (``InternalError``) is raised. Every caller classifies
+        an operation here: ``run`` is the op's method (``RUN[op["op"]]``) when the caller looked it up once already
+        (the explorer's machine), and ``crashes=False`` lets the simulated cache's exception go up instead of
+        becoming a status (the notebooks' ``Lab``, where the learner sees the traceback)."""
+        try:
+            if run is None:
+                self.apply(op, index)  # through ``apply``, so a replay that wraps it sees the exception (codepane)
+                return APPLIED
+            return run(self, op, index) or APPLIED  # None, or the letter of a skip decided at once
+        except Skip as s:
+            return s.code
+        except SimcacheError:
+            raise
+        except self.RESULTS as e:  # noqa: BLE001 -- the simulated (or real) cache's exceptions are results
+            if not crashes:
+                raise
+            return self.raised(op, index, e)
+
+    def apply(self, op: dict, index: int) -> None:  # pragma: no cover -- each driver has its own
+        raise NotImplementedError
+
+    def raised(self, op: dict, index: int, e: BaseException) -> str:  # pragma: no cover -- each driver has its own
+        raise NotImplementedError
+
+
 @dataclass
-class Driver:
+class Driver(Steps):
     cache: HiMambaRadixCache
     # the oracle's driver "scheduler" (config ``driver: scheduler``), as SGLang's scheduler allocates a request's
     # Mamba slot: a shortage evicts once and retries, and a host hit's load-back may allocate the slot itself
@@ -207,29 +244,7 @@ class Driver:
         for n in made:
             c._update_leaf_status(n)
 
-    # --- one operation ---
-    def step(self, op: dict, index: int, run: Callable[[Driver, dict, int], str | None] | None = None, *,
-             crashes: bool = True) -> str:
-        """Apply operation number ``index``; its status letter: applied, a ``Skip``'s letter (turned away), or ``x``
-        (the simulated cache raised: a result, its ``Crash`` in ``cache.crashed``). A user's mistake
-        (``SimcacheError``) or a bug of simcache's observers (``InternalError``) is raised. Every caller classifies
-        an operation here: ``run`` is the op's method (``RUN[op["op"]]``) when the caller looked it up once already
-        (the explorer's machine), and ``crashes=False`` lets the simulated cache's exception go up instead of
-        becoming a status (the notebooks' ``Lab``, where the learner sees the traceback)."""
-        try:
-            if run is None:
-                self.apply(op, index)  # through ``apply``, so a replay that wraps it sees the exception (codepane)
-                return APPLIED
-            return run(self, op, index) or APPLIED  # None, or the letter of a skip decided at once
-        except Skip as s:
-            return s.code
-        except SimcacheError:
-            raise
-        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            if not crashes:
-                raise
-            return self.raised(op, index, e)
-
+    # --- one operation (``Steps.step`` classifies it) ---
     def raised(self, op: dict, index: int, e: Exception) -> str:
         """``step``'s status for an exception (not a ``Skip`` or ``SimcacheError``) that operation ``index`` raised:
         ``x``, with its ``Crash`` in ``cache.crashed``; an unknown op or a bug of simcache's observers is raised."""

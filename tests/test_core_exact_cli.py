@@ -585,7 +585,7 @@ def test_each_commands_defaults():
 
     assert vars(parser.parse_args(["real"])) == dict(
         command="real", scenario=None, sglang=None, sglang_version=None, preset=None, schedule=None, gallery=False,
-        json=False, list_stubs=False, clear_cache=False, fn=cmd_real)
+        json=False, list_stubs=False, clear_cache=False, memory_limit=None, fn=cmd_real)
 
 
 def test_explore_through_main(capsys):

@@ -16,6 +16,7 @@ from simcache.real import FIELDS, SourceError, diff, load_target, run_real
 from simcache.real.sequences import docs
 from simcache.scenario import from_doc, gallery, load
 from simcache.simulate import simulate
+from simcache.trace.records import TraceLimitError
 from simcache.versions import PRESETS
 
 PINNED_LABEL = ("sglang 0.5.17 (sglang-0.5.17-cp311-cp311-manylinux_2_34_x86_64.whl, sha256 575e38f56836...)")
@@ -135,6 +136,24 @@ def test_run_states_the_real_outcome_in_its_header(real, capsys):
     assert main(["run", "scenario_c", "--preset", "main_2026_06", "--against-real", "0.5.17", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["real"]["outcome"] == "clean" and doc["real"]["differ"][:3] == ["outcome", "sig", "raised_in"]
+
+
+def test_the_real_side_runs_under_the_memory_limit(real, capsys, monkeypatch):
+    import simcache.trace.memory as memory
+
+    big = from_doc({"config": {"device_kv": 200_000, "host_kv": 200_000},
+                    "ops": [{"op": "request", "tokens": list(range(1, 100_001))}, {"op": "events"}]})
+    readings = iter([300.0, 300.0])  # the watch's start and the set-up; then each reading 400 MB more
+    monkeypatch.setattr(memory, "rss_mb", lambda: next(readings, None) or 700.0)
+    with pytest.raises(TraceLimitError) as e:
+        run_real(big, real, memory_limit_mb=100)
+    assert str(e.value) == (
+        "the real code's run outgrew the memory limit of 100 MB (it added 400 MB to the 300 MB the process held when "
+        "it started) at operation 0; make the scenario's pools or its longest request smaller, or raise the limit "
+        "with --memory-limit MB")
+    assert "sglang" not in sys.modules  # the load's modules put aside again
+    monkeypatch.setattr(memory, "rss_mb", lambda: 300.0)
+    assert run_real(big, real, memory_limit_mb=100)["status"] == ".."
 
 
 def test_explore_confirms_or_prints_a_disagreement_never_hides_it(real, capsys):

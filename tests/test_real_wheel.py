@@ -279,7 +279,7 @@ def test_a_release_no_preset_models_asks_for_one(cache, monkeypatch, request, ca
         f"simcache: no preset models sglang {VERSION}; give --preset NAME to compare with one (pre_fix, ")
 
 
-# --- review1 #9: a corrupt cache file, a malformed index ---
+# --- review1 #9, #15: a corrupt cache file, a malformed index, a question asked before any download ---
 
 def test_a_corrupt_files_json_is_ignored_and_the_files_extracted_again(cache, monkeypatch, request):
     idx = serve(monkeypatch, request)
@@ -317,6 +317,18 @@ def test_a_malformed_index_entry_is_passed_over_and_a_nul_in_a_name_is_one_sente
     assert [p.name for p in (cache / "real" / "wheels").iterdir()] == [WHEEL]
 
 
+def test_real_without_a_scenario_says_so_before_fetching_anything(cache, monkeypatch, request, capsys):
+    idx = serve(monkeypatch, request)
+    assert sentence(capsys, "real", "--sglang-version", VERSION) == (
+        "simcache: give a SCENARIO (a gallery name or a file) or --gallery")
+    assert sentence(capsys, "real", "crash_pr", "--gallery", "--sglang-version", VERSION) == (
+        "simcache: give a SCENARIO (a gallery name or a file) or --gallery, not both")
+    assert sentence(capsys, "real", "crash_pr", "--sglang-version", VERSION, "--memory-limit", "lots") == (
+        "simcache: --memory-limit takes megabytes above 0 and at most 1,048,576 (plain digits like 2048, 0.5 or 1e3), "
+        "not lots; e.g. --memory-limit 2048")
+    assert idx.hits == {"index": 0, "wheel": 0}
+
+
 def test_a_wheel_an_older_simcache_kept_is_copied_when_its_sha256_matches(cache, monkeypatch, request):
     idx = serve(monkeypatch, request)
     old = cache / "sglang" / "wheels"
@@ -325,3 +337,19 @@ def test_a_wheel_an_older_simcache_kept_is_copied_when_its_sha256_matches(cache,
     resolve(version=VERSION, files=HI_MAMBA.files)
     assert idx.hits["wheel"] == 0 and (cache / "real" / "wheels" / WHEEL).read_bytes() == idx.body
     assert (old / WHEEL).read_bytes() == idx.body  # read, never moved: that folder carries no marker of simcache's
+
+
+def test_the_unified_race_without_a_source_is_refused_before_fetching_anything(cache, monkeypatch, request, capsys):
+    from simcache.real.unified.__main__ import main as race_main
+
+    idx = serve(monkeypatch, request)
+    for argv in ([], ["--all", "--sglang-version", "0.5.16"], ["--git", "m", "--sglang-version", "0.5.16"]):
+        with pytest.raises(SystemExit) as e:
+            race_main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err.splitlines()
+        assert err[-1] == (
+            "python -m simcache.real.unified: error: say which code to run, one of: --sglang-version X.Y.Z "
+            "(repeatable), --all (every covered release, about 200 MB of wheels on a first run), --sglang PATH --as "
+            "VERSION, or --git MIRROR")
+    assert idx.hits == {"index": 0, "wheel": 0} and not (cache / "real").exists()

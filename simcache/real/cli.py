@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--list-stubs", action="store_true", help="list the sglang.* modules and names that are stubs")
     p.add_argument("--clear-cache", action="store_true", help="remove the wheels and files kept in the cache folder")
+    p.add_argument("--memory-limit", metavar="MB", help="stop, with a message, a run (the model's or the real code's) "
+                   "that adds more than this many megabytes of memory (default $SIMCACHE_MEMORY_LIMIT_MB or 4096)")
     p.set_defaults(fn=cmd_real)
 
 
@@ -44,15 +46,17 @@ def _usage(message: str):
     return UsageError(message)
 
 
-def compare_one(scenario, loaded, preset: str | None, schedule: str | None) -> tuple[str, dict, dict]:
-    """(preset, model result, real result) of one scenario."""
+def compare_one(scenario, loaded, preset: str | None, schedule: str | None,
+                memory_limit_mb: float | None = None) -> tuple[str, dict, dict]:
+    """(preset, model result, real result) of one scenario, each side under the memory limit."""
     from ..simulate import simulate
     from .compare import model_preset
     from .run import FIELDS, run_real
 
     name = model_preset(loaded.source, preset)
-    run = simulate(scenario, name, schedule=schedule, snapshots=False, invariants=False)
-    real = run_real(scenario, loaded, run.schedule)
+    run = simulate(scenario, name, schedule=schedule, snapshots=False, invariants=False,
+                   memory_limit_mb=memory_limit_mb)
+    real = run_real(scenario, loaded, run.schedule, memory_limit_mb=run.trace.memory_limit_mb)
     return name, {k: run.result[k] for k in FIELDS}, real
 
 
@@ -68,10 +72,19 @@ def cmd_real(a: argparse.Namespace) -> int:
         return 0
     if a.sglang is None and a.sglang_version is None:
         raise _usage("say which SGLang code to run: --sglang PATH (or --sglang installed) or --sglang-version X.Y.Z")
+    limit = None
+    if a.memory_limit is not None:
+        from ..trace.memory import parse_memory_limit
+
+        limit = parse_memory_limit(a.memory_limit, "--memory-limit")
     if a.preset and a.preset.startswith("unified_"):  # SGLang's UnifiedRadixCache (#39)
         from .unified.cli import cmd_real_unified
 
-        return cmd_real_unified(a)
+        return cmd_real_unified(a, limit)
+    if not a.list_stubs and not a.gallery and a.scenario is None:  # said before any download or load
+        raise _usage("give a SCENARIO (a gallery name or a file) or --gallery")
+    if a.gallery and a.scenario is not None:
+        raise _usage("give a SCENARIO (a gallery name or a file) or --gallery, not both")
     loaded = loaded_for(a.sglang, a.sglang_version)
     if a.list_stubs:
         stubs = loaded.stub_list()
@@ -81,14 +94,12 @@ def cmd_real(a: argparse.Namespace) -> int:
             print(f"{loaded.source.label}: real modules {', '.join(sorted(loaded.real))}\nstubs:")
             print("\n".join(f"  {s}" for s in stubs))
         return 0
-    if a.gallery == (a.scenario is not None):
-        raise _usage("give a SCENARIO (a gallery name or a file) or --gallery, not both")
     if a.gallery:
         if a.schedule:
             raise _usage("--schedule applies to one scenario; the gallery runs each with its own")
-        return _gallery(loaded, a, [load(n) for n in gallery()])
+        return _gallery(loaded, a, [load(n) for n in gallery()], limit)
     sc = load(a.scenario)
-    preset, model, real = compare_one(sc, loaded, a.preset, a.schedule)
+    preset, model, real = compare_one(sc, loaded, a.preset, a.schedule, limit)
     if a.json:
         print(json.dumps(dict(scenario=sc.name, preset=preset, source=loaded.source.label, differ=diff(model, real),
                               model=model, real=real), indent=1))
@@ -97,12 +108,12 @@ def cmd_real(a: argparse.Namespace) -> int:
     return 0
 
 
-def _gallery(loaded, a, scenarios) -> int:
+def _gallery(loaded, a, scenarios, limit: float | None) -> int:
     from .run import diff
 
     rows = []
     for sc in scenarios:
-        preset, model, real = compare_one(sc, loaded, a.preset, None)
+        preset, model, real = compare_one(sc, loaded, a.preset, None, limit)
         rows.append(dict(scenario=sc.name, preset=preset, model=_short(model), real=_short(real),
                          differ=diff(model, real)))
     if a.json:

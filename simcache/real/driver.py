@@ -10,18 +10,48 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
+import traceback
 from types import SimpleNamespace
 
 import torch
 
+from ..driver import Steps
 from ..errors import ScenarioError
-from ..operations import NO_ROOM, NO_SLOTS, NOTHING_TO_DO, NOTHING_TO_FETCH, PREFETCH_DECLINED, Skip
+from ..operations import (
+    NO_ROOM,
+    NO_SLOTS,
+    NOTHING_TO_DO,
+    NOTHING_TO_FETCH,
+    PREFETCH_DECLINED,
+    RAISED,
+    Skip,
+    check_op,
+)
 from .env import Env
 
 PF = "pf"  # the one prefetch's request id, as in the model
+_DETAIL = re.compile(r",| with | x\.id=| node\.id=")
 
 
-class RealDriver:
+def exception_fields(e: BaseException, real_files: frozenset[str]) -> dict:
+    """``outcome``, ``sig``, ``raised_in``, ``chain`` (and ``chain_lines``) of an exception the real cache raised."""
+    tb = traceback.extract_tb(e.__traceback__)
+    real = [f for f in tb if f.filename in real_files]
+    msg = re.sub(r" at 0x[0-9a-fA-F]+", " at 0x?", str(e))
+    raised_in = real[-1].name if real else "driver"
+    typ = "AssertionError" if isinstance(e, AssertionError) else type(e).__name__
+    return dict(outcome=f"{typ}: {msg}", sig=f"{typ}: {_DETAIL.split(msg)[0]} in {raised_in}", raised_in=raised_in,
+                chain=[f.name for f in real],
+                chain_lines=[f"{f.filename.rsplit('/', 1)[-1]}:{f.name}:{f.lineno}" for f in real])
+
+
+class RealDriver(Steps):
+    """Operations as calls of the real cache; ``step`` (``simcache.driver.Steps``, shared with the model's driver)
+    classifies each, and the exception the real code raised stays in ``exception`` for ``crash_fields``."""
+
+    exception: BaseException | None = None
+
     def __init__(self, env: Env) -> None:
         self.env, self.t, self.ps, self.K = env, env.tree, env.page_size, env.RadixKey
         self.nreq, self.scheduler = 0, env.cfg["driver"] == "scheduler"
@@ -45,6 +75,32 @@ class RealDriver:
             x = self.env.rtp.mamba_pool.alloc(1)
         return x
 
+    def raised(self, op: dict, index: int, e: BaseException) -> str:
+        """``step``'s status for an exception of the real code: ``x``, the exception kept; a malformed operation is
+        the caller's mistake, said in one sentence, as on the model."""
+        if type(op) is dict and op.get("op") is not None:
+            check_op(op, index, self.ps)
+        self.exception = e
+        return RAISED
+
+    def crash_fields(self, e: BaseException, real_files: frozenset[str]) -> dict:
+        """The result's ``outcome``, ``sig``, ``raised_in``, ``chain`` and ``chain_lines`` for what the real code
+        raised (``exception_fields``; a driver with an outcome of its own overrides it)."""
+        return exception_fields(e, real_files)
+
+    def new_req(self, toks: list[int]) -> SimpleNamespace:
+        """A request as the scheduler hands it to the cache (the fields its paths read)."""
+        return SimpleNamespace(
+            rid=None, origin_input_ids=self.seq(toks), output_ids=self.seq([]), req_pool_idx=None, mamba_pool_idx=None,
+            cache_protected_len=0, last_node=None, extra_key=None, _len=len(toks),
+            mamba_last_track_seqlen=(len(toks) // self.ps * self.ps or None) if self.env.extra_buffer else None,
+            mamba_ping_pong_track_buffer=None, mamba_next_track_idx=0)
+
+    def load_back_req(self, req, res):
+        """The request a load-back is given, made ready after the match ``res`` (HiMamba: only the scheduler driver
+        passes one)."""
+        return req if self.scheduler else None
+
     def start(self, toks: list[int], rid: str | None = None) -> str:
         env, t = self.env, self.t
         alloc, mpool = env.alloc, env.rtp.mamba_pool
@@ -55,15 +111,12 @@ class RealDriver:
             self.evict(0, mamba=(mneed - mpool.available_size()) if env.extra_buffer else 1)
         if alloc.available_size() < need or mpool.available_size() < mneed:
             raise Skip(NO_ROOM)
-        req = SimpleNamespace(
-            rid=None, origin_input_ids=self.seq(toks), output_ids=self.seq([]), req_pool_idx=None, mamba_pool_idx=None,
-            cache_protected_len=0, last_node=None, extra_key=None, _len=len(toks),
-            mamba_last_track_seqlen=(len(toks) // self.ps * self.ps or None) if env.extra_buffer else None,
-            mamba_ping_pong_track_buffer=None, mamba_next_track_idx=0)
+        req = self.new_req(toks)
         res = t.match_prefix(env.bpc.MatchPrefixParams(key=self.K(self.seq(toks))))
         prefix, last = res.device_indices, res.last_device_node
+        lb_req = self.load_back_req(req, res)
         if res.host_hit_length > 0 or getattr(res, "mamba_host_hit_length", 0) > 0:
-            vals, node = t.init_load_back(self.load_back_params(res, req if self.scheduler else None))
+            vals, node = t.init_load_back(self.load_back_params(res, lb_req))
             if len(vals) > 0:
                 prefix, last = torch.cat([prefix.to(torch.int64), vals]), node
             t.ready_to_load_host_cache()
@@ -75,7 +128,7 @@ class RealDriver:
             m = self.alloc_mamba() if new is not None else None
         trk = self.alloc_mamba() if (new is not None and m is not None and env.extra_buffer) else None
         if new is None or m is None or (env.extra_buffer and trk is None):
-            for pool, x in ((alloc, new), (mpool, m)):
+            for pool, x in ((alloc, new), (mpool, m), (mpool, trk)):
                 if x is not None and len(x):
                     pool.free(x)
             t.dec_lock_ref(last)

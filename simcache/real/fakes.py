@@ -12,6 +12,7 @@ Vocabulary
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +22,8 @@ import torch
 class Ledger:
     real_files: frozenset[str] = frozenset()  # the loaded SGLang files: frames there form a call chain
     events: list[tuple[str, str, tuple[int, ...], tuple[str, ...]]] = field(default_factory=list)
+    watch: Callable[[], None] | None = None  # the run's memory check, called by an alloc or free of many slots
+    watch_from: int = 0  # how many: run_linear sets it (``trace.memory.BIG``)
 
     def chain(self, limit: int = 8) -> tuple[str, ...]:
         """SGLang functions on the stack, innermost first."""
@@ -61,6 +64,8 @@ class FreeListPool:
             return None
         sel, self.free_slots = self.free_slots[:need_size], self.free_slots[need_size:]
         self.ledger.events.append(("alloc", self.name, tuple(sel), self.ledger.chain()))
+        if self.ledger.watch is not None and need_size >= self.ledger.watch_from:
+            self.ledger.watch()
         return torch.tensor(sel, dtype=torch.int64)
 
     def free(self, indices) -> int:
@@ -71,6 +76,8 @@ class FreeListPool:
             self.ledger.events.append(("DOUBLE_FREE", self.name, tuple(dup), self.ledger.chain()))
         self.ledger.events.append(("free", self.name, tuple(idx), self.ledger.chain()))
         self.free_slots.extend(idx)
+        if self.ledger.watch is not None and len(idx) >= self.ledger.watch_from:
+            self.ledger.watch()
         return len(idx)
 
     def free_segment(self, indices, start_pos: int = 0) -> int:

@@ -8,34 +8,18 @@ two such results differ.
 """
 from __future__ import annotations
 
-import re
-import traceback
 from collections.abc import Iterable
 
-from ..errors import SimcacheError
-from ..operations import APPLIED, RAISED, Skip
+from ..operations import RAISED
 from ..scenario import Scenario
 from ..scheduler import Schedule
-from .driver import RealDriver
+from .driver import RealDriver, exception_fields  # noqa: F401 -- exception_fields re-exported
 from .env import Env
 from .loader import Loaded
 
 # the fields a real result shares with the model's (``run_ops`` / ``simulate(...).result``), in report order
 FIELDS = ("outcome", "sig", "raised_in", "chain", "step", "status", "first_stale", "stale_final", "tree", "tree_slots",
           "counters", "inflight", "double_frees", "accounting", "free")
-_DETAIL = re.compile(r",| with | x\.id=| node\.id=")
-
-
-def exception_fields(e: BaseException, real_files: frozenset[str]) -> dict:
-    """``outcome``, ``sig``, ``raised_in``, ``chain`` (and ``chain_lines``) of an exception the real cache raised."""
-    tb = traceback.extract_tb(e.__traceback__)
-    real = [f for f in tb if f.filename in real_files]
-    msg = re.sub(r" at 0x[0-9a-fA-F]+", " at 0x?", str(e))
-    raised_in = real[-1].name if real else "driver"
-    typ = "AssertionError" if isinstance(e, AssertionError) else type(e).__name__
-    return dict(outcome=f"{typ}: {msg}", sig=f"{typ}: {_DETAIL.split(msg)[0]} in {raised_in}", raised_in=raised_in,
-                chain=[f.name for f in real],
-                chain_lines=[f"{f.filename.rsplit('/', 1)[-1]}:{f.name}:{f.lineno}" for f in real])
 
 
 def linear_ops(scenario: Scenario, schedule: str | Schedule | None = None) -> list[tuple[str, dict]]:
@@ -45,36 +29,63 @@ def linear_ops(scenario: Scenario, schedule: str | Schedule | None = None) -> li
 
 
 def run_real(scenario: Scenario, loaded: Loaded, schedule: str | Schedule | None = None,
-             ops: Iterable[tuple[str | None, dict]] | None = None) -> dict:
+             ops: Iterable[tuple[str | None, dict]] | None = None, memory_limit_mb: float | None = None) -> dict:
     """Run ``scenario`` (its schedule, or ``schedule``; or the explicit (actor, op) list ``ops``) on a fresh real
-    cache of ``loaded`` -> the result dict (``FIELDS``, ``chain_lines``, ``source``)."""
+    HiMamba cache of ``loaded`` -> the result dict (``FIELDS``, ``chain_lines``, ``source``); ``memory_limit_mb``
+    as ``run_linear``'s."""
+    return run_linear(Env, RealDriver, scenario, loaded, schedule, ops, memory_limit_mb)
+
+
+def run_linear(env_cls, driver_cls, scenario: Scenario, loaded: Loaded, schedule: str | Schedule | None = None,
+               ops: Iterable[tuple[str | None, dict]] | None = None, memory_limit_mb: float | None = None) -> dict:
+    """The operations (``ops``, else ``scenario``'s under ``schedule``) on a fresh real cache (``env_cls(loaded,
+    config, max_ctx)``) driven by ``driver_cls(env)``, one ``step`` each (``simcache.driver.Steps``: the one place
+    an operation is classified), until the end or the first exception of the real code -> the result dict.
+
+    ``memory_limit_mb`` (default ``$SIMCACHE_MEMORY_LIMIT_MB`` or 4096; 0: none) bounds what the run adds to the
+    process's memory, checked after the set-up, after every operation and inside one that moves many slots; past it
+    the run stops with a ``TraceLimitError`` sentence, as ``run`` does."""
+    from ..trace.memory import BIG, MemoryWatch, check_memory_limit, memory_limit  # (not at import: trace imports us)
+
     linear = list(ops) if ops is not None else linear_ops(scenario, schedule)
-    cfg = scenario.config
-    longest = max([len(op.get("tokens", ())) for _, op in linear] + [8])
+    limit = memory_limit() if memory_limit_mb is None else check_memory_limit(memory_limit_mb)
+    watch = MemoryWatch(limit)
+    longest = max([len(op.get("tokens", ())) if isinstance(op, dict) else 0 for _, op in linear] + [8])
     with loaded.active():
-        env = Env(loaded, cfg, max_ctx=longest)
-        drv = RealDriver(env)
         status: list[str] = []
         crash, step, first_stale = None, None, None
+        env = env_cls(loaded, scenario.config, max_ctx=longest)
+        _check(watch, None)
+        env.ledger.watch = lambda: _check(watch, len(status))  # a big alloc or free checks inside its operation
+        env.ledger.watch_from = BIG
+        drv = driver_cls(env)
         for i, (_, op) in enumerate(linear):
-            try:
-                drv.apply(op, i)
-                status.append(APPLIED)
-            except Skip as s:
-                status.append(s.code)
-            except SimcacheError:
-                raise
-            except Exception as e:  # noqa: BLE001 -- the real cache's exceptions are results
-                status.append(RAISED)
-                crash, step = exception_fields(e, loaded.real_files), i
+            code = drv.step(op, i)
+            status.append(code)
+            if code == RAISED:
+                crash, step = drv.crash_fields(drv.exception, loaded.real_files), i
                 break
+            _check(watch, i)
             if first_stale is None and env.stale_refs():
                 first_stale = i
         state = env.state()
     head = crash or dict(outcome="clean", sig=None, raised_in=None, chain=[], chain_lines=[])
     out = dict(head, step=step, status="".join(status), first_stale=first_stale, **state)
-    out["source"] = loaded.source.label
-    return {**{k: out[k] for k in FIELDS}, "chain_lines": out["chain_lines"], "source": out["source"]}
+    return {**{k: out[k] for k in FIELDS}, "chain_lines": out["chain_lines"], "source": loaded.source.label}
+
+
+def _check(watch, k: int | None) -> None:
+    """Stop the real run past the memory limit (``watch``, a ``trace.memory.MemoryWatch``): at operation ``k``
+    (None: its set-up), with how to narrow it."""
+    got = watch.over()
+    if got is None:
+        return
+    from ..trace.records import TraceLimitError
+
+    where = "its set-up (the pools)" if k is None else f"operation {k}"
+    fix = ("make the scenario's pools or its longest request smaller, or raise the limit with --memory-limit MB"
+           if not k else f"run fewer operations (e.g. the first {k}), or raise the limit with --memory-limit MB")
+    raise TraceLimitError(f"the real code's run outgrew {watch.said(*got)} at {where}; {fix}")
 
 
 def diff(model: dict, real: dict, fields: Iterable[str] = FIELDS) -> list[str]:

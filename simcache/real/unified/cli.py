@@ -18,7 +18,8 @@ from . import load_unified, target_for
 from .run import run_unified
 
 
-def cmd_real_unified(a: argparse.Namespace) -> int:
+def cmd_real_unified(a: argparse.Namespace, memory_limit_mb: float | None = None) -> int:
+    """The unified class's ``simcache real``; ``memory_limit_mb`` bounds the real code's run (``run_linear``)."""
     from ...scenario import load
 
     if a.preset not in PRESETS:
@@ -40,7 +41,7 @@ def cmd_real_unified(a: argparse.Namespace) -> int:
     sc = load(a.scenario)
     linear = linear_ops(sc, a.schedule)
     model = run_model(sc.config, linear, a.preset)
-    real = run_unified(sc, loaded, ops=linear)
+    real = run_unified(sc, loaded, ops=linear, memory_limit_mb=memory_limit_mb)
     if a.json:
         print(json.dumps(dict(scenario=sc.name, preset=a.preset, source=loaded.source.label,
                               differ=diff(model, real), model=model, real={k: real[k] for k in FIELDS}), indent=1))
