@@ -206,3 +206,15 @@ def test_each_benchmark_figure_comes_with_its_command():
         if script.group(2) and script.group(2).startswith(" --only "):
             assert script.group(2)[len(" --only "):] in only, command
         assert measured
+
+
+def test_the_unified_agreement_counts_come_with_the_command_that_counted_them():
+    """docs/unified.md: each row's command runs ``--n`` cases per preset, and both presets' cells count all of them
+    (the CI seeds' lines are checked against the page by tests/test_unified_model.py, which runs them)."""
+    rows = table((ROOT / "docs" / "unified.md").read_text(), "Counts, each from the command")
+    assert len(rows) >= 5
+    for command, *cells in rows:
+        m = re.fullmatch(r"`python tools/compare_unified\.py --n (\d+) --seed \d+( --page-size 2)?`", command)
+        assert m, command
+        n = f"{int(m.group(1)):,}"
+        assert cells == [f"{n}/{n} agree"] * 2, command

@@ -3,6 +3,8 @@
 skipped with one sentence without the package index)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simcache.config import check_settings
@@ -10,7 +12,7 @@ from simcache.operations import parse_op
 from simcache.real.source import SourceError
 from simcache.real.unified import load_unified
 from simcache.unified import run_model
-from simcache.unified.compare import compare
+from simcache.unified.compare import Outcomes, compare
 
 RACE = ["prefetch 1 2 9 9", {"op": "prefetch_hit", "n": 4}, "request 1 2 3 4", "prefetch_done 4 hit", "evict 3",
         "evict_host 2", "evict 2"]
@@ -50,12 +52,31 @@ def _loaded(version: str):
 
 
 N = 2000  # fresh sequences per preset (seed 20261205 was never used while the model was written), both policies
+DOC = Path(__file__).resolve().parent.parent / "docs" / "unified.md"
+
+
+def _agrees(preset: str, release: str, seed: int, n: int, page_size: int) -> None:
+    """``n`` fresh cases agree field for field, and docs/unified.md gives what they ended in, under the tool's
+    command, as ``tools/compare_unified.py`` prints it."""
+    seen, ends = [], Outcomes()
+
+    def on_case(p, i, diff, cfg, real):
+        seen.append(i)
+        ends.add(cfg, real)
+
+    agree, bad = compare([preset], seed=seed, n=n, loaded={release: _loaded(release)}, on_case=on_case,
+                         page_size=page_size)
+    assert [(d.index, d.fields) for d in bad] == []
+    assert agree == {preset: n} and len(seen) == n
+    head = f"{preset} vs sglang {release}: {n}/{n} agree field for field (seed {seed}, page size {page_size})"
+    assert f"{head}\n  on the real code: {ends.line()}\n" in DOC.read_text()
 
 
 @pytest.mark.parametrize("preset,release", [("unified_0_5_16", "0.5.16"), ("unified_0_5_17", "0.5.17")])
 def test_the_model_agrees_with_the_real_code_on_2000_fresh_sequences(preset, release):
-    seen = []
-    agree, bad = compare([preset], seed=20261205, n=N, loaded={release: _loaded(release)},
-                         on_case=lambda p, i, diff: seen.append(i))
-    assert [(d.index, d.fields) for d in bad] == []
-    assert agree == {preset: N} and len(seen) == N
+    _agrees(preset, release, 20261205, N, 1)
+
+
+@pytest.mark.parametrize("preset,release", [("unified_0_5_16", "0.5.16"), ("unified_0_5_17", "0.5.17")])
+def test_with_pages_of_two_tokens_and_the_mamba_extra_buffer_too(preset, release):
+    _agrees(preset, release, 20261206, 500, 2)

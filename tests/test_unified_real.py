@@ -5,6 +5,8 @@ pinned sha256; without the package index the tests are skipped with one sentence
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simcache.real.source import SourceError
@@ -12,6 +14,7 @@ from simcache.real.unified import TARGETS, load_unified, target_for
 from simcache.real.unified.race import run_race
 
 _LOADED: dict = {}
+DOC = Path(__file__).resolve().parent.parent / "docs" / "unified.md"
 
 
 def loaded(version: str):
@@ -54,6 +57,8 @@ def test_the_race_fails_on_0_5_16_with_a_double_free_and_assert_v_eq_node():
     assert r.double_frees == ("device_kv slots [0, 1] via evict_component <- _evict_component_and_detach_lru <- "
                               "_evict_device_leaf <- drive_eviction <- evict",)
     assert r.verdict == "FAILS: AssertionError in _remove_leaf_from_parent"
+    row = next(ln for ln in DOC.read_text().split("\n") if ln.startswith("| 0.5.16 |"))
+    assert "same, at `unified_radix_cache.py:1315`" in row and row.endswith("| clean |")  # docs/unified.md's table
 
 
 def test_0_5_17_drops_the_refill_under_write_through_and_runs_clean():
@@ -127,3 +132,17 @@ def test_simcache_real_runs_the_unified_class_for_a_unified_preset(tmp_path, cap
     assert main(["real", str(scn), "--sglang-version", "0.5.16", "--preset", "unified_9"]) == 2
     assert capsys.readouterr().err.strip() == ("simcache: --preset 'unified_9' is not a unified preset; choose one "
                                                "of unified_0_5_16, unified_0_5_17")
+
+
+@pytest.mark.parametrize("argv", [[], ["--all", "--git", "x"]])
+def test_the_race_command_says_which_sglang_to_run_instead_of_fetching_every_wheel(argv, capsys):
+    """review1 #15: with no version it fetched all seven release wheels; now it asks, and ``--all`` runs them all."""
+    from simcache.real.unified.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().split("\n")[-1] == (
+        "python -m simcache.real.unified: error: say which code to run, one of: --sglang-version X.Y.Z (repeatable), "
+        "--all (every covered release, about 110 MB of wheels on a first run), --sglang PATH --as VERSION, or --git "
+        "MIRROR")

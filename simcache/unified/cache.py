@@ -11,8 +11,9 @@ The presets (``versions.py``) are releases: ``unified_0_5_16`` (the race of issu
 a prefetch whose Mamba state did not fully arrive is discarded whole). Each behaviour is a flag checked where the
 release changed the code.
 
-What the model leaves out, and why: the SWA component, sessions and streaming sessions, the Mamba extra buffer
-(page size 1 only, as the real class requires without it), LFU and priorities (the LRU policy only), KV events,
+What the model leaves out, and why: the SWA component, sessions and streaming sessions, the lazy Mamba extra
+buffer (page sizes above 1 use the plain one, tracking the last whole page), LFU and priorities (the LRU policy
+only), KV events,
 metrics, tensor and pipeline parallelism, ``cache_unfinished_req`` (no operation calls it), the int8 checkpoint pool.
 
 Methods raise ``CacheAssertion`` where SGLang asserts; the driver turns it into an outcome.
@@ -45,7 +46,7 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
     family = "unified"
 
     def __init__(self, config: CacheConfig, flags: UnifiedFlags, recorder=None) -> None:
-        if config.page_size != 1:
+        if config.page_size != 1 and not config.extra_buffer:
             raise CacheAssertion(f"MambaComponent requires page_size=1 when mamba_extra_buffer is disabled, got "
                                  f"{config.page_size}")
         self.config, self.flags, self.recorder = config, flags, recorder
@@ -108,8 +109,19 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
     # --- requests ---
     @simulated
     def cache_finished_req(self, req: Request) -> None:
+        """The request's KV and Mamba state go to the tree. With the Mamba extra buffer (page size > 1) the state
+        cached is the request's track buffer, taken at ``mamba_last_track_seqlen`` tokens: the KV past that point is
+        freed and not inserted."""
         tokens, kv = list(req.tokens), list(req.kv[: len(req.tokens)])
-        mamba_value = [req.mamba_pool_idx]
+        if self.config.extra_buffer:
+            cache_len = req.mamba_last_track_seqlen or 0
+            mamba_value = [req.track_buffer]
+        else:
+            cache_len = len(tokens)
+            mamba_value = [req.mamba_pool_idx]
+        if cache_len < len(tokens):
+            self.pools.device_kv.free(kv[max(cache_len, req.cache_protected_len):])
+            tokens, kv = tokens[:cache_len], kv[:cache_len]
         result = self.insert(tokens, kv, req.cache_protected_len, mamba_value)
         self.pools.device_kv.free(kv[len(tokens) // self.page_size * self.page_size:])
         self.dec_lock_ref(req.last_node)
@@ -117,7 +129,18 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
 
     @simulated
     def cleanup_after_caching_req(self, req: Request, result) -> None:
-        if result is None or result.mamba_exist:
+        """The Mamba component's cleanup: the request's slots are freed, but not one the tree now holds."""
+        inserted = result is not None and not result.mamba_exist
+        if self.config.extra_buffer:
+            if req.mamba_pool_idx is None:
+                raise CacheAssertion("double free? mamba_index is None")
+            self.pools.device_mamba.free([req.mamba_pool_idx])
+            req.mamba_pool_idx = None
+            if not inserted:
+                self.pools.device_mamba.free([req.track_buffer])
+            req.track_buffer = None
+            return
+        if not inserted:
             if req.mamba_pool_idx is None:
                 raise CacheAssertion("double free? mamba_index is None")
             self.pools.device_mamba.free([req.mamba_pool_idx])

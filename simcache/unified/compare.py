@@ -11,6 +11,7 @@ host-pool query (``cache.watchdog``): its outcome is ``run.HANG_FIELDS``, and no
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
 from ..config import check_settings
@@ -32,9 +33,10 @@ def _tokens(rng: random.Random, seen: list[list[int]]) -> list[int]:
     return out[:8] or [1]
 
 
-def sequence(rng: random.Random, policy: str | None = None) -> tuple[dict, list[dict]]:
-    """One random case: (settings, operations)."""
-    cfg = dict(policy=policy or rng.choice(["write_through", "write_back"]), storage=True,
+def sequence(rng: random.Random, policy: str | None = None, page_size: int = 1) -> tuple[dict, list[dict]]:
+    """One random case: (settings, operations). With ``page_size`` 2 every token list is whole pages (the Mamba
+    extra buffer is on, as SGLang requires)."""
+    cfg = dict(policy=policy or rng.choice(["write_through", "write_back"]), storage=True, page_size=page_size,
                device_kv=rng.randint(8, 24), device_mamba=rng.randint(3, 8), host_kv=rng.randint(2, 12),
                host_mamba=rng.randint(2, 8), prefetch_threshold=rng.randint(1, 2),
                driver=rng.choice(["scheduler", "fuzz"]), auto_complete=rng.random() < 0.7)
@@ -77,6 +79,10 @@ def sequence(rng: random.Random, policy: str | None = None) -> tuple[dict, list[
             ops.append({"op": "prefetch_hit", "n": rng.randint(1, 6)})
         else:
             ops.append({"op": "prefetch_done", "n": rng.randint(0, 6), "mamba_hit": rng.random() < 0.8})
+    if page_size > 1:
+        for op in ops:
+            if "tokens" in op and len(op["tokens"]) % page_size:
+                op["tokens"] = op["tokens"] + [1] * (page_size - len(op["tokens"]) % page_size)
     return cfg, ops
 
 
@@ -93,30 +99,63 @@ class Disagreement:
 
 
 def compare(presets: list[str], seed: int, n: int, loaded: dict, policy: str | None = None,
-            on_case=None) -> tuple[dict[str, int], list[Disagreement]]:
+            on_case=None, page_size: int = 1) -> tuple[dict[str, int], list[Disagreement]]:
     """Run ``n`` fresh cases from ``seed`` on each preset and its release -> (agreeing cases per preset, the
-    disagreements). ``loaded``: release -> ``simcache.real`` load of its unified target."""
+    disagreements). ``loaded``: release -> ``simcache.real`` load of its unified target. ``on_case(preset, index,
+    fields that differ, settings, the real code's result)`` after each case."""
     from ..real.unified.run import run_unified
 
     agree = {p: 0 for p in presets}
     bad: list[Disagreement] = []
     for p in presets:
-        rng = random.Random(f"{seed}/{p}")
-        for i in range(n):
-            raw, ops = sequence(rng, policy)
-            cfg = check_settings(raw)
-            pairs = [(None, op) for op in ops]
-            try:
-                model = run_model(cfg, pairs, p)
-            except SimcacheError as e:
-                model = {k: f"refused: {e}" for k in FIELDS}
-            scenario = from_doc(dict(name="case", config=raw, ops=["events"]), "case")
-            real = run_unified(scenario, loaded[RELEASE_OF[p]], ops=pairs)
-            diff = [k for k in FIELDS if model.get(k) != real.get(k)]
-            if diff:
-                bad.append(Disagreement(p, seed, i, raw, ops, diff, model, real))
-            else:
-                agree[p] += 1
-            if on_case is not None:
-                on_case(p, i, diff)
+        rng = random.Random(f"{seed}/{p}" if page_size == 1 else f"{seed}/{p}/page{page_size}")
+        release = loaded[RELEASE_OF[p]]
+        with release.active():  # once per preset, not per case: the swap of sys.modules was a sixth of the time
+            for i in range(n):
+                raw, ops = sequence(rng, policy, page_size)
+                cfg = check_settings(raw)
+                pairs = [(None, op) for op in ops]
+                try:
+                    model = run_model(cfg, pairs, p)
+                except SimcacheError as e:
+                    model = {k: f"refused: {e}" for k in FIELDS}
+                scenario = from_doc(dict(name="case", config=raw, ops=["events"]), "case")
+                real = run_unified(scenario, release, ops=pairs)
+                diff = [k for k in FIELDS if model.get(k) != real.get(k)]
+                if diff:
+                    bad.append(Disagreement(p, seed, i, raw, ops, diff, model, real))
+                else:
+                    agree[p] += 1
+                if on_case is not None:
+                    on_case(p, i, diff, raw, real)
     return agree, bad
+
+
+class Outcomes:
+    """What a preset's cases ended in, per write policy: ``add(settings, result)`` each case, then ``line()``, the
+    sentence docs/unified.md quotes (tests/test_unified_model.py checks it there)."""
+
+    def __init__(self) -> None:
+        self.ends: Counter = Counter()
+        self.stale = self.double_free = self.n = 0
+
+    def add(self, settings: dict, result: dict) -> None:
+        if result["outcome"] == "clean":
+            end = "clean"
+        elif result["sig"] == "hang":
+            end = "looping forever"
+        else:
+            end = f"`{result['outcome'].split(':')[0]}` in `{result['raised_in']}`"
+        self.ends[end, settings["policy"]] += 1
+        self.stale += result["first_stale"] is not None
+        self.double_free += bool(result["double_frees"])
+        self.n += 1
+
+    def line(self) -> str:
+        kinds = sorted({k for k, _ in self.ends}, key=lambda k: (k != "clean", k != "looping forever", k))
+        parts = []
+        for k in kinds:
+            wt, wb = self.ends[k, "write_through"], self.ends[k, "write_back"]
+            parts.append(f"{wt + wb:,} {k} ({wt:,} write-through, {wb:,} write-back)")
+        return (f"{self.n:,} cases: " + "; ".join(parts) + f"; {self.stale:,} left a stale reference, "
+                f"{self.double_free:,} freed a slot twice")

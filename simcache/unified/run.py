@@ -46,13 +46,16 @@ class UnifiedDriver(Driver):
     def _start(self, tokens: list[int], rid: str | None = None) -> str:  # (Driver.start checks, then calls it)
         c = self.cache
         kv_pool, mamba_pool = c.pools.device_kv, c.pools.device_mamba
-        if kv_pool.available_size() < len(tokens):
-            c.evict(len(tokens) - kv_pool.available_size())
-        if mamba_pool.available_size() < 1:
-            c.evict(0, mamba_num=1)
-        if kv_pool.available_size() < len(tokens) or mamba_pool.available_size() < 1:
+        ps, extra = c.page_size, c.config.extra_buffer
+        need, mneed = len(tokens), 2 if extra else 1
+        if kv_pool.available_size() < need:
+            c.evict(need - kv_pool.available_size())
+        if mamba_pool.available_size() < mneed:
+            c.evict(0, mamba_num=(mneed - mamba_pool.available_size()) if extra else 1)
+        if kv_pool.available_size() < need or mamba_pool.available_size() < mneed:
             raise Skip(NO_ROOM)
-        req = Request(rid="", tokens=list(tokens))
+        tracked = (len(tokens) // ps * ps or None) if extra else None
+        req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
         res = c.match_prefix(tokens)
         prefix, last = list(res.device_indices), res.last_device_node
         req.last_node, req.host_hit_length, req.mamba_host_hit_length = last, res.host_hit_length, \
@@ -67,7 +70,8 @@ class UnifiedDriver(Driver):
             m = [req.mamba_pool_idx]
         else:
             m = self._alloc_mamba() if new is not None else None
-        if new is None or m is None:
+        trk = self._alloc_mamba() if (new is not None and m is not None and extra) else None
+        if new is None or m is None or (extra and trk is None):
             for pool, got in ((kv_pool, new), (mamba_pool, m)):
                 if got:
                     pool.free(got)
@@ -76,7 +80,7 @@ class UnifiedDriver(Driver):
         req.rid = rid or f"r{self.nreq}"
         self.nreq += 1
         req.kv = prefix + new
-        req.mamba_pool_idx = m[0]
+        req.mamba_pool_idx, req.track_buffer = m[0], (trk[0] if trk else None)
         req.cache_protected_len, req.last_node = len(prefix), last
         self.live[req.rid] = req
         return req.rid
@@ -180,7 +184,7 @@ def state(cache, live) -> dict:
             refs[p] += v or []
     for r in live:
         refs["device_kv"] += r.kv[r.cache_protected_len: len(r.tokens)]
-        refs["device_mamba"] += [s for s in (r.mamba_pool_idx,) if s is not None]
+        refs["device_mamba"] += [s for s in (r.mamba_pool_idx, r.track_buffer) if s is not None]
     for v in cache.ongoing_prefetch.values():
         refs["host_kv"] += v.host_indices or v.operation.host_indices or []
         for t in v.mamba:

@@ -25,9 +25,9 @@ def main(argv: list[str] | None = None) -> int:
         epilog=f"Covered versions: {', '.join(TARGETS)}. Exit status: 0 when every run ran (a cache that fails "
                f"is a result, printed), 2 for bad input.")
     p.add_argument("--sglang-version", action="append", metavar="X.Y.Z",
-                   help="a release (repeat for several); its wheel (22-39 MB) is fetched once into the cache folder")
+                   help="a release (repeat for several); its wheel (12-24 MB) is fetched once into the cache folder")
     p.add_argument("--all", action="store_true",
-                   help=f"every covered release ({', '.join(RELEASES)}: about 200 MB of wheels on a first run)")
+                   help=f"every covered release ({', '.join(RELEASES)}: about 110 MB of wheels on a first run)")
     p.add_argument("--sglang", metavar="PATH", help="a SGLang checkout or unpacked wheel (give --as VERSION too)")
     p.add_argument("--git", metavar="MIRROR", help="a git mirror of SGLang's history; runs the mirror commit")
     p.add_argument("--as", dest="as_version", metavar="VERSION",
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sglang PATH needs --as VERSION (one of: " + ", ".join(TARGETS) + ")")
     if sum(map(bool, (a.sglang, a.git, a.sglang_version, a.all))) != 1:
         p.error("say which code to run, one of: --sglang-version X.Y.Z (repeatable), --all (every covered release, "
-                "about 200 MB of wheels on a first run), --sglang PATH --as VERSION, or --git MIRROR")
+                "about 110 MB of wheels on a first run), --sglang PATH --as VERSION, or --git MIRROR")
     if a.sglang:
         runs = [(a.as_version, dict(path=a.sglang))]
     elif a.git:
