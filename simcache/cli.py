@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--confirm-real", metavar="VERSION|PATH",
                    help="replay each failure found (after --shrink) on SGLang's own code (a release like 0.5.17, a "
                         "checkout or unpacked wheel, or 'installed'; loading its files runs their code) and mark it "
-                        "confirmed or not reproduced")
+                        "confirmed or not reproduced (exit status 1 when one is not reproduced)")
     x.set_defaults(fn=cmd_explore)
     w = sub.add_parser("workload", help="crash rate per preset as host memory pressure rises")
     w.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"],

@@ -138,6 +138,17 @@ def test_run_states_the_real_outcome_in_its_header(real, capsys):
     assert doc["real"]["outcome"] == "clean" and doc["real"]["differ"][:3] == ["outcome", "sig", "raised_in"]
 
 
+def test_against_real_runs_the_same_window_as_a_run_narrowed_by_ops(real, capsys):
+    assert main(["run", "crash_pr", "--preset", RELEASE, "--ops", "0:3", "--against-real", "0.5.17",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["status"], doc["real"]["status"], doc["real"]["differ"]) == ("...", "...", [])
+    assert main(["run", "crash_pr", "--preset", RELEASE, "--ops", "1:3", "--against-real", "0.5.17"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"real code, {PINNED_LABEL}, narrowed to operations 1..2 of 0..11 (--ops 1:3): 0..0 ran untraced, 3..11 never "
+        f"ran: clean in this window; the model agrees on every field")
+
+
 def test_the_real_side_runs_under_the_memory_limit(real, capsys, monkeypatch):
     import simcache.trace.memory as memory
 
@@ -167,9 +178,10 @@ def test_explore_confirms_or_prints_a_disagreement_never_hides_it(real, capsys):
         "raises AssertionError: not backuped, node.id=7 in _evict_to_host at op 1",
         "  confirmed       first failure with AssertionError: parent does not have child key, 1 @ _evict_host_leaf: "
         "the real code raises AssertionError: parent does not have child key, 1 in _evict_host_leaf at op 5"]
-    # main_2026_06 finds a failure 0.5.17 does not have (its prefetch reserves no host KV at issue): shown, not hidden
+    # main_2026_06 finds a failure 0.5.17 does not have (its prefetch reserves no host KV at issue): shown, not
+    # hidden, and the exit status is 1 so that CI notices
     assert main(["explore", "scenario_c", "--preset", "main_2026_06", "--bound", "1", "--confirm-real",
-                 "0.5.17"]) == 0
+                 "0.5.17"]) == 1
     out = capsys.readouterr().out.splitlines()
     at = out.index(f"  on the real code, {PINNED_LABEL}:")
     assert out[at + 1:] == [

@@ -42,3 +42,19 @@ def test_run_against_the_real_code_agrees_on_every_field_on_both_releases(capsys
         assert real["differ"] == [], preset
         assert (real["outcome"] if what == "clean" else f"{real['outcome']} in {real['raised_in']} at op "
                 f"{real['step']}") == what
+
+
+def test_against_real_runs_the_same_window_as_a_run_narrowed_by_ops(capsys):
+    # review1 #7: the real code runs operations 0..4 too (the model runs 0..1 untraced and none from 5), never the
+    # whole schedule, whose op 6 fails on 0.5.16
+    assert main(["run", "unified_refill", "--preset", "unified_0_5_16", "--ops", "2:5", "--against-real", "0.5.16",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["status"], doc["real"]["status"], doc["real"]["outcome"], doc["real"]["differ"]) == (
+        ".....", ".....", "clean", [])
+    assert main(["run", "unified_refill", "--preset", "unified_0_5_16", "--ops", "2:5", "--against-real",
+                 "0.5.16"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.startswith("real code, sglang 0.5.16 (") and head.endswith(
+        ", narrowed to operations 2..4 of 0..6 (--ops 2:5): 0..1 ran untraced, 5..6 never ran: clean in this window; "
+        "the model agrees on every field")

@@ -150,7 +150,7 @@ def cli_explore(a) -> int:
             print("\n".join(confirmed["lines"]) or "    no failure to replay")
         for k, v in out.get("written", {}).items():
             print(f"  wrote {k:9s} {v}")
-    return 0
+    return 1 if confirmed is not None and confirmed["disagreements"] else 0  # a disagreement fails CI (docs/cli.md)
 
 
 def _confirm_real(a, sc, res: ExploreResult, cases: list) -> dict | None:

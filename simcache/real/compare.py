@@ -104,20 +104,38 @@ def side_by_side(title: str, model: dict, real: dict, preset: str, label: str) -
     return "\n".join(lines)
 
 
-def real_outcome_line(real: dict, model: dict, label: str) -> str:
-    """One header line: what the real code did, and whether the model agrees (``--against-real``)."""
-    what = "clean" if real["outcome"] == "clean" else f"{real['outcome']} in {real['raised_in']} at op {real['step']}"
+def real_outcome_line(real: dict, model: dict, label: str, narrowed: str | None = None) -> str:
+    """One header line: what the real code did, and whether the model agrees (``--against-real``); a run narrowed
+    by ``--ops`` says so, and its outcome is the window's."""
+    clean = "clean in this window" if narrowed else "clean"
+    what = clean if real["outcome"] == "clean" else f"{real['outcome']} in {real['raised_in']} at op {real['step']}"
     differ = diff(model, real)
     agree = "the model agrees on every field" if not differ else f"the model differs on {', '.join(differ)}"
-    return f"real code, {label}: {what}; {agree}"
+    where = f", narrowed to {narrowed}" if narrowed else ""
+    return f"real code, {label}{where}: {what}; {agree}"
+
+
+def same_run(run) -> dict:
+    """``run_real``'s (or ``run_unified``'s) keywords for the real code's run of the model's ``run``: its schedule's
+    operations, up to the end of an ``--ops A:B`` window (the model runs those before A untraced and none from B, so
+    the two are the same run), under ``run``'s memory limit."""
+    from .run import linear_ops
+
+    ops = linear_ops(run.scenario, run.schedule)
+    window = getattr(run, "window", None)
+    if window is not None:
+        ops = ops[: window[1]]
+    return dict(ops=ops, memory_limit_mb=getattr(getattr(run, "trace", None), "memory_limit_mb", None))
 
 
 def against_real(run, word: str) -> tuple[str, dict]:
-    """``--against-real``: the real code's run of ``run``'s scenario and schedule -> (header line, the real result
-    with ``differ``: the fields where the model's differs)."""
+    """``--against-real``: the real code's run of ``run``'s scenario and schedule (``same_run``: a run narrowed by
+    ``--ops`` is narrowed there too) -> (header line, the real result with ``differ``: the fields where the model's
+    differs)."""
     from .run import run_real
 
     loaded = loaded_for(*parse_word(word))
-    real = run_real(run.scenario, loaded, run.schedule)
+    real = run_real(run.scenario, loaded, run.schedule, **same_run(run))
     model = {k: run.result[k] for k in FIELDS}
-    return real_outcome_line(real, model, loaded.source.label), dict(real, differ=diff(model, real))
+    line = real_outcome_line(real, model, loaded.source.label, getattr(run, "narrowed", None))
+    return line, dict(real, differ=diff(model, real))

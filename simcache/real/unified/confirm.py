@@ -47,10 +47,11 @@ def confirm_unified(cases: list[tuple[str, Scenario, str, str]], word: str, pres
 def against_real_unified(run, word: str) -> tuple[str, dict]:
     """``run --against-real`` on a unified preset: the real code's run of the same scenario and schedule -> (the
     header line, the real result with ``differ``: the fields where the model's differs)."""
-    from ..compare import real_outcome_line
+    from ..compare import real_outcome_line, same_run
     from ..run import FIELDS, diff
 
     loaded = loaded_unified(word, run.preset)
-    real = run_unified(run.scenario, loaded, run.schedule)
+    real = run_unified(run.scenario, loaded, run.schedule, **same_run(run))  # an --ops window too (review1 #7)
     model = {k: run.result[k] for k in FIELDS}
-    return real_outcome_line(real, model, loaded.source.label), dict(real, differ=diff(model, real))
+    line = real_outcome_line(real, model, loaded.source.label, getattr(run, "narrowed", None))
+    return line, dict(real, differ=diff(model, real))
