@@ -350,6 +350,6 @@ def test_the_unified_race_without_a_source_is_refused_before_fetching_anything(c
         err = capsys.readouterr().err.splitlines()
         assert err[-1] == (
             "python -m simcache.real.unified: error: say which code to run, one of: --sglang-version X.Y.Z "
-            "(repeatable), --all (every covered release, about 200 MB of wheels on a first run), --sglang PATH --as "
+            "(repeatable), --all (every covered release, about 110 MB of wheels on a first run), --sglang PATH --as "
             "VERSION, or --git MIRROR")
     assert idx.hits == {"index": 0, "wheel": 0} and not (cache / "real").exists()
