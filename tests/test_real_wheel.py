@@ -353,3 +353,14 @@ def test_the_unified_race_without_a_source_is_refused_before_fetching_anything(c
             "(repeatable), --all (every covered release, about 110 MB of wheels on a first run), --sglang PATH --as "
             "VERSION, or --git MIRROR")
     assert idx.hits == {"index": 0, "wheel": 0} and not (cache / "real").exists()
+
+
+def test_a_unified_preset_refuses_installed_and_asks_for_a_scenario_before_fetching(cache, monkeypatch, request,
+                                                                                     capsys):
+    idx = serve(monkeypatch, request)
+    assert sentence(capsys, "real", "x.json", "--preset", "unified_0_5_16", "--sglang", "installed") == (
+        "simcache: --sglang installed runs HiMamba's class; for a unified preset give --sglang PATH (a checkout or "
+        "unpacked wheel) or --sglang-version X.Y.Z")
+    assert sentence(capsys, "real", "--preset", "unified_0_5_16", "--sglang-version", "0.5.16") == (
+        "simcache: give a SCENARIO (a YAML/JSON scenario file or an OPS.json) to run on the unified class")
+    assert idx.hits == {"index": 0, "wheel": 0} and not (cache / "real").exists()

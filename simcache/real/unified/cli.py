@@ -31,13 +31,16 @@ def cmd_real_unified(a: argparse.Namespace, memory_limit_mb: float | None = None
         target_for(version)
     except KeyError as e:
         raise UsageError(f"{e.args[0]}; pick one of those with --sglang-version") from None
-    loaded = load_unified(version, path=a.sglang if a.sglang and a.sglang != "installed" else None)
+    if a.sglang == "installed":  # never a release in its place, unsaid
+        raise UsageError("--sglang installed runs HiMamba's class; for a unified preset give --sglang PATH (a "
+                         "checkout or unpacked wheel) or --sglang-version X.Y.Z")
+    if a.scenario is None and not a.list_stubs:  # said before any download or load
+        raise UsageError("give a SCENARIO (a YAML/JSON scenario file or an OPS.json) to run on the unified class")
+    loaded = load_unified(version, path=a.sglang)
     if a.list_stubs:
         print(f"{loaded.source.label}: real modules {', '.join(sorted(loaded.real))}\nstubs:")
         print("\n".join(f"  {s}" for s in loaded.stub_list()))
         return 0
-    if a.scenario is None:
-        raise UsageError("give a SCENARIO (a YAML/JSON scenario file or an OPS.json) to run on the unified class")
     sc = load(a.scenario)
     linear = linear_ops(sc, a.schedule)
     model = run_model(sc.config, linear, a.preset)
