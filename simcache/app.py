@@ -31,6 +31,8 @@ ABOUT = {
        "scenarios A to D.",
     6: "Search the schedules as the explorer does, shrink a failure to seven operations, then be the scheduler "
        "yourself, level by level.",
+    7: "After the rewrite: the same race in SGLang's UnifiedRadixCache, in the player and a tour, found by the "
+       "explorer on its own, confirmed on SGLang's own code, and what 0.5.17's fix leaves under write-back.",
 }
 _HEADING = re.compile(r"^#\s*(\d+)\s*[·.:-]\s*(.+)$", re.M)
 

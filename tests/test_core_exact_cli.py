@@ -33,9 +33,9 @@ from simcache.cli import (
 )
 from simcache.cli_numbers import MAX_WORKLOAD_TURNS, UsageError
 from simcache.errors import ConfigError, ScenarioError, SimcacheError
+from simcache.presets import ALL_PRESETS
 from simcache.scenario import gallery, load
 from simcache.transcript import transcript
-from simcache.presets import ALL_PRESETS
 from simcache.versions import PRESET_DESCRIPTIONS, PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ import pytest
 from simcache import scenario as scenario_module
 from simcache.config import SETTINGS
 from simcache.errors import ScenarioError, shown
-from simcache.scenario import Scenario, actor_name_problem, from_doc, load, load_file
 from simcache.presets import ALL_PRESETS as PRESETS  # a scenario may name a preset of either family
+from simcache.scenario import Scenario, actor_name_problem, from_doc, load, load_file
 from simcache.versions import FLAG_NAMES
 
 ACTORS = {"A": ["start 1 2", "finish"], "B": ["evict 2"]}

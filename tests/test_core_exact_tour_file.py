@@ -10,6 +10,7 @@ import os
 import pytest
 
 from simcache.invariants import INVARIANTS
+from simcache.presets import ALL_PRESETS as PRESETS  # a tour may take a preset of either family
 from simcache.render.moments import MOMENT_KINDS
 from simcache.tour_file import (
     CLAIMS,
@@ -26,7 +27,6 @@ from simcache.tour_file import (
     from_doc,
     load,
 )
-from simcache.presets import ALL_PRESETS as PRESETS  # a tour may take a preset of either family
 
 
 def base() -> dict:
@@ -340,4 +340,5 @@ def test_files_are_read_through_safe_io(tmp_path):
                                 "gallery tours: crash_pr, scenario_a, unified_refill")
     with pytest.raises(TourError) as e:
         load("x" * 300)  # a name too long for the file system is no file
-    assert str(e.value).startswith("no tour named 'xxxx") and str(e.value).endswith("crash_pr, scenario_a, unified_refill")
+    assert str(e.value).startswith("no tour named 'xxxx")
+    assert str(e.value).endswith("crash_pr, scenario_a, unified_refill")

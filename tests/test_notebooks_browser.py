@@ -38,6 +38,7 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "03_the_crash.ipynb"
+NOTEBOOK7 = ROOT / "notebooks" / "07_after_the_rewrite.ipynb"
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -63,9 +64,19 @@ def write_json(path: Path, data: dict) -> None:
 @pytest.fixture
 def lab(tmp_path, request):
     """A JupyterLab serving a copy of notebook 3; yields its base URL; always stopped, process group and all."""
+    return serve(tmp_path, request, NOTEBOOK)
+
+
+@pytest.fixture
+def lab7(tmp_path, request):
+    """The same, serving notebook 7."""
+    return serve(tmp_path, request, NOTEBOOK7)
+
+
+def serve(tmp_path, request, notebook: Path) -> str:
     work, config = tmp_path / "work", tmp_path / "config"
     work.mkdir()
-    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    shutil.copy(notebook, work / notebook.name)
     write_json(config / "labconfig" / "page_config.json",
                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     # keep every cell in the DOM (no virtual scrolling), so the player can be found wherever it is
@@ -215,6 +226,68 @@ def test_notebook3_player_jumps_to_the_stale_node(lab):
             expect(tour_caption).to_contain_text("goes stale here", timeout=budget_ms(UI_S))
             tour.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "notebook3_tour.png"))
+            assert errors == []
+        finally:
+            browser.close()
+
+
+def test_notebook7_opens_the_player_where_the_refill_goes_stale_and_the_tour_asks_first(lab7):
+    """Notebook 7 (issue #39 §5) runs whole in JupyterLab. Its first player opens where the host-only refill #11
+    ([9,9]) goes stale with its detached parent: drawn red and dashed with its holders, the code pane open at
+    _remove_leaf_from_parent with the SGLang 0.5.16 line it mirrors. The side-by-side player stands at the first
+    divergence (the prefetch's completion), and the tour's first stop answers with "Right.". Screenshots:
+    ``test-artifacts/notebook7*.png``."""
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium (see SETUP_NOTES.md)"
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            page.set_default_timeout(budget_ms(UI_S))
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{lab7}/lab/tree/{NOTEBOOK7.name}", timeout=budget_ms(KERNEL_S))
+            page.wait_for_function(KERNEL_READY, timeout=budget_ms(KERNEL_S))
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_function(SETTLED, timeout=budget_ms(RUN_ALL_S))
+            failed = page.evaluate(CELL_ERRORS)
+            assert failed == [], f"a cell of notebook 7 failed in JupyterLab: {failed}"
+            jump = page.get_by_role("button", name="jump ▶", exact=True).first
+            player = page.locator(".widget-vbox", has=jump).first
+            caption = player.get_by_text(re.compile(r"^Op \d+ \(")).first
+            expect(caption).to_contain_text("#11 goes stale here", timeout=budget_ms(UI_S))
+            stale = player.locator("svg g.went-stale")
+            stale.first.wait_for(timeout=budget_ms(UI_S))
+            assert stale.count() == 1 and stale.get_attribute("id") == "n11"
+            assert "WENT STALE" in stale.text_content()
+            assert "still held by" in player.locator("svg").first.text_content()
+            top = player.locator(".sc-code").first.locator("details[open]")
+            expect(top).to_have_count(1, timeout=budget_ms(UI_S))
+            assert top.get_attribute("data-function") == "_remove_leaf_from_parent"
+            expect(top.locator("summary")).to_contain_text("unified_radix_cache.py:1312 @ 0.5.16")
+            stale.scroll_into_view_if_needed()
+            page.mouse.move(0, 0)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "notebook7.png"))
+
+            fix = page.locator(".widget-vbox", has=page.get_by_role("button", name="go to divergence")).first
+            fix.scroll_into_view_if_needed()
+            expect(fix).to_contain_text("First divergence: operation 3", timeout=budget_ms(UI_S))
+            expect(fix).to_contain_text("unified_0_5_17", timeout=budget_ms(UI_S))
+            page.screenshot(path=str(ARTIFACTS / "notebook7_fix.png"))
+
+            tour = page.locator(".sc-tour").first
+            tour.scroll_into_view_if_needed()
+            expect(tour).to_contain_text("Stop 1 of 6", timeout=budget_ms(UI_S))
+            tour.get_by_role("button", name=re.compile(r"^[A-C]\. the device leaf set only")).click()
+            expect(tour).to_contain_text("Right. write_backup asked evict_host for room", timeout=budget_ms(UI_S))
+            page.screenshot(path=str(ARTIFACTS / "notebook7_tour.png"))
+            # the tables below: the race's fate per release, the confirmation, the write-back search
+            page.get_by_text("SGLang's own code says").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "notebook7_fate.png"))
+            page.get_by_text("schedules run", exact=True).first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "notebook7_write_back.png"))
             assert errors == []
         finally:
             browser.close()

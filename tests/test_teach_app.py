@@ -4,7 +4,7 @@ label inside the picture.
 
 Story: ``LevelPicker(start=4)`` shows level 4; choosing level 2 in its menu (as a click would) shows a fresh game of
 level 2 and the menu follows ``pick``; a bad level is one sentence. The Voilà template ``write_template`` writes
-lists the six notebooks with their number, title (from each notebook's heading) and what it shows, each a link to
+lists the seven notebooks with their number, title (from each notebook's heading) and what it shows, each a link to
 its app page, in both of Voilà's tree pages; a notebook not described in ``app.ABOUT`` is listed with the first
 sentence of its own problem statement. The rate-vs-pressure figure's y label fits in the figure.
 """
