@@ -131,3 +131,24 @@ def test_the_oracle_tool_draws_the_sequences_simcache_real_draws():
         for profile in sequences.PROFILES:
             assert tool.random_doc(random.Random(seed), profile) == sequences.random_doc(
                 random.Random(seed), profile, hit_op=False)
+
+
+def test_the_models_cache_is_let_go_before_the_real_code_runs(monkeypatch):
+    import gc
+
+    import simcache.real.run as real_run
+    from simcache.cache import HiMambaRadixCache
+    from simcache.real.cli import compare_one
+    from simcache.scenario import load
+
+    held = []
+
+    def fake_run_real(scenario, loaded, schedule, memory_limit_mb=None):
+        held.append(sum(type(o) is HiMambaRadixCache for o in gc.get_objects()))
+        return {k: None for k in FIELDS}
+
+    monkeypatch.setattr(real_run, "run_real", fake_run_real)
+    gc.collect()
+    before = sum(type(o) is HiMambaRadixCache for o in gc.get_objects())
+    preset, model, _ = compare_one(load("crash_pr"), LOADED, "pre_fix", None, 100)
+    assert (preset, model["outcome"].split(":")[0], held) == ("pre_fix", "AssertionError", [before])

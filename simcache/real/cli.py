@@ -48,7 +48,10 @@ def _usage(message: str):
 
 def compare_one(scenario, loaded, preset: str | None, schedule: str | None,
                 memory_limit_mb: float | None = None) -> tuple[str, dict, dict]:
-    """(preset, model result, real result) of one scenario, each side under the memory limit."""
+    """(preset, model result, real result) of one scenario, each side under the memory limit; the model's cache is
+    let go before the real code runs, so the two never hold memory at once."""
+    import gc
+
     from ..simulate import simulate
     from .compare import model_preset
     from .run import FIELDS, run_real
@@ -56,8 +59,10 @@ def compare_one(scenario, loaded, preset: str | None, schedule: str | None,
     name = model_preset(loaded.source, preset)
     run = simulate(scenario, name, schedule=schedule, snapshots=False, invariants=False,
                    memory_limit_mb=memory_limit_mb)
-    real = run_real(scenario, loaded, run.schedule, memory_limit_mb=run.trace.memory_limit_mb)
-    return name, {k: run.result[k] for k in FIELDS}, real
+    model, sched, limit = {k: run.result[k] for k in FIELDS}, run.schedule, run.trace.memory_limit_mb
+    del run
+    gc.collect()
+    return name, model, run_real(scenario, loaded, sched, memory_limit_mb=limit)
 
 
 def cmd_real(a: argparse.Namespace) -> int:
