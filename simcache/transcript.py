@@ -111,9 +111,9 @@ def scenario_arg(scenario) -> str | None:
     scenario made from data in Python (no file reproduces it)."""
     from pathlib import Path
 
-    from .scenario import gallery
+    from .scenario import gallery, unified_gallery
 
-    g = gallery()
+    g = {**gallery(), **unified_gallery()}  # (``load`` finds a name of either)
     if scenario.name in g and scenario.source is not None:
         try:
             if Path(scenario.source).resolve() == Path(str(g[scenario.name])).resolve():

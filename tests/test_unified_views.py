@@ -229,3 +229,25 @@ def test_a_unified_preset_needs_page_size_one_and_its_own_flags():
         from_doc(dict(base, flags={"stale_guards": True}), name="s")
     run = simulate(from_doc(dict(base, flags={"drop_refill_under_unbacked": True}), name="s"))
     assert run.flags.drop_refill_under_unbacked and run.outcome == "clean"
+
+
+def test_the_storyboard_of_the_fix_names_the_scenario_and_parts_at_the_31902_guard(tmp_path):
+    """``export --compare unified_0_5_16,unified_0_5_17 --storyboard``: the outcome table, the divergence at #31902's
+    guard, the refill that goes stale, and a replay command that names the unified gallery's scenario by name."""
+    out = tmp_path / "sb"
+    assert main(["export", "unified_refill", "--compare", "unified_0_5_16,unified_0_5_17", "--storyboard",
+                 str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["1-divergence.png", "2-went-stale.png", "3-end.png",
+                                                     "comment.md"]
+    md = (out / "comment.md").read_text().splitlines()
+    assert md[1:7] == [
+        "### simcache: `unified_refill` under `unified_0_5_16` vs `unified_0_5_17`", "",
+        "| preset | outcome | went stale | cleaned up |", "|---|---|---|---|",
+        "| `unified_0_5_16` | AssertionError:  (in _remove_leaf_from_parent); damage: double free device_kv[0, 1] | 1 "
+        "| 0 |",
+        "| `unified_0_5_17` | no assertion; no damage | 0 | 0 |"]
+    assert "Schedule: `pf*2 R2 pf mem*3`. Replay: `python -m simcache run unified_refill --preset unified_0_5_16` " \
+           "and `python -m simcache run unified_refill --preset unified_0_5_17`." in md
+    assert ("**1.** the runs part at operation 3, steps 37 / 39: `_insert_helper_host` line 273, the "
+            "`drop_refill_under_unbacked` guard, is on in unified_0_5_17 and off in unified_0_5_16") in md
+    assert any(line.startswith("**2.** node #11 [9,9] went stale: detached by _remove_leaf_from_parent") for line in md)
