@@ -108,8 +108,10 @@ class SlotPool:
         self.on_write: Callable[[SlotPool, np.ndarray], None] | None = None
         self.double_frees: list[DoubleFree] = []
         self.num_allocs = 0
-        # called as observer(pool_name, "alloc" | "free" | "double_free" | "alloc_fail", slots)
+        # called as observer(pool_name, "alloc" | "free" | "double_free" | "alloc_fail", slots); during the call of
+        # an alloc or free that a big pool made an index array of, ``event_idx`` is that array (else None)
         self.observer: Callable[[str, str, tuple[int, ...]], None] | None = None
+        self.event_idx: np.ndarray | None = None
         self.stack_fn: Callable[[], tuple[str, ...]] = tuple
         self.streams = streams  # None: no streams, every copy happens at once
         self.inflight: list[PendingCopy] = []  # host pool: copies using its staging buffer, oldest first
@@ -143,6 +145,7 @@ class SlotPool:
             return None
         pop = self.free_slots.popleft
         counts = self._free_count
+        idx = None
         if n == 1:  # a Mamba state, most allocations
             s = pop()
             counts[s] -= 1
@@ -160,12 +163,17 @@ class SlotPool:
             self._recent = (out, idx)  # the write of the new slots that usually follows indexes with it
         self.num_allocs += 1
         if self.observer is not None:
-            self.observer(self.name, "alloc", tuple(out))
+            self.event_idx = idx
+            try:
+                self.observer(self.name, "alloc", tuple(out))
+            finally:
+                self.event_idx = None
         return out
 
     def free(self, slots: Iterable[int]) -> int:
         slots = list(slots)
         counts = self._free_count
+        idx = None
         if counts.__class__ is list or len(slots) < _MANY:
             dup = tuple(compress(slots, map(counts.__getitem__, slots)))  # already free (counts are never negative)
             if len(slots) == 1:
@@ -195,7 +203,11 @@ class SlotPool:
                 self.observer(self.name, "double_free", dup)
         self.free_slots.extend(slots)
         if self.observer is not None:
-            self.observer(self.name, "free", tuple(slots))
+            self.event_idx = idx
+            try:
+                self.observer(self.name, "free", tuple(slots))
+            finally:
+                self.event_idx = None
         return len(slots)
 
     def is_free(self, slot: int) -> bool:

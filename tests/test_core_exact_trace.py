@@ -959,8 +959,13 @@ def _odd_and_plain_entries() -> tuple[list, set[int]]:
         (2, "R1", "free", st, None, ("device_kv", (*range(70), -1))),  # 35: plain, a negative slot
         (2, "R1", "backup", st, 8, (ref, tuple(range(99_990, 100_100)))),  # 36: plain
         (2, "R1", "alloc", st, None, ("device_kv", (*range(70), True))),  # 37: a slot that is not an int
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(99_950, 100_050), 7]}),  # 38: plain, long
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), 10**20]}),  # 39: plain, past 64 bits
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), -5]}),  # 40: plain, a negative token
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), 1 << 22]}),  # 41: plain, past the table
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), 2.0]}),  # 42: a token that is a float
     ]
-    return log, {1, 2, 4, 5, 6, 8, 9, 10, 13, 14, 16, 17, 20, 21, 26, 27, 28, 29, 30, 31, 37}
+    return log, {1, 2, 4, 5, 6, 8, 9, 10, 13, 14, 16, 17, 20, 21, 26, 27, 28, 29, 30, 31, 37, 42}
 
 
 def test_the_hash_writer_writes_plain_entries_itself_and_sends_exactly_the_others_to_the_generic_wording(

@@ -199,18 +199,25 @@ def test_a_backup_holding_the_wrong_data_is_caught_by_every_content_check(kind):
         (3, "kv_content", "node 7 [3,4]: host KV does not hold what was written for its prefix")]
 
 
-@pytest.mark.parametrize("policy", ["write_through", "write_back"])
-def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_workload_is_broken(monkeypatch, policy):
+@pytest.mark.parametrize("policy,kept", [("write_through", "bounded"), ("write_back", "bounded"),
+                                         ("write_through", "dropped at once")])
+def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_workload_is_broken(monkeypatch, policy,
+                                                                                                kept):
     """The boundary check keeps a big pool's per-slot state in numpy and reads only the slots written or re-owned
     since the last boundary (#41): after every operation of a workload with big KV pools (and small Mamba pools,
     the plain path), each break of ``test_core_exact_invariants`` is named as the one-pass and named checks name
-    it, and its repair clears it."""
+    it, and its repair clears it. The arrays it keeps of the shares' slot and content tuples are bounded; with a
+    bound of a few numbers they are dropped at nearly every boundary and made again, with the same answers."""
     from test_core_exact_invariants import BREAKS, SHARED, Agreement, named, workload
 
+    from simcache.invariants import boundary_pools
     from simcache.ops_run import check_doc, execute
     from simcache.trace import Recorder
     from simcache.versions import preset
 
+    if kept == "dropped at once":
+        monkeypatch.setattr(boundary_pools, "_ARRS_PER_SLOT", 0)
+        monkeypatch.setattr(boundary_pools, "_ARRS_EXTRA", 3)
     agree = Agreement(monkeypatch)
     doc = workload(policy)
     doc["config"].update(device_kv=P._BIG, host_kv=P._BIG + 64)
@@ -236,8 +243,39 @@ def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_wo
 
     execute(cfg, [(None, op) for op in ops], preset("followup_fix"), recorder=rec, on_step=step)
     assert rec._bc.big == {"device_kv": True, "host_kv": True, "device_mamba": False, "host_mamba": False}
+    assert rec._bc._arrs and 0 < rec._bc._arrs_n <= rec._bc._arrs_max + 3 * P._BIG
     assert agree.checked == len(ops) + 2 * len(applied) + 2 * applied.count(BREAKS.index((SHARED, None)))
     assert set(applied) == set(range(len(BREAKS))) and rec.violations == []
+
+
+def test_a_big_pool_shows_its_observer_the_index_array_of_the_slots_it_tells():
+    """During the observer's call for an alloc or free a big pool made an index array of (``_MANY`` slots or more),
+    ``event_idx`` is that array (the boundary check reads it instead of converting the slots again); else None,
+    and None after every call, also one the observer raised in."""
+    pool = P.SlotPool("device_kv", P._BIG)
+    seen = []
+    pool.observer = lambda name, what, slots: seen.append(
+        (what, slots, None if pool.event_idx is None else pool.event_idx.tolist()))
+    many = pool.alloc(100)
+    one = pool.alloc(1)
+    pool.free(many[:40])
+    pool.free(many[40:45])
+    pool.free(one)
+    assert [(w, len(s), i is None or i == list(s)) for w, s, i in seen] == [
+        ("alloc", 100, True), ("alloc", 1, True), ("free", 40, True), ("free", 5, True), ("free", 1, True)]
+    assert [i is None for _, _, i in seen] == [False, True, False, True, True] and pool.event_idx is None
+
+    def fails(name, what, slots):
+        raise RuntimeError("observer")
+
+    pool.observer = fails
+    with pytest.raises(RuntimeError):
+        pool.alloc(50)
+    assert pool.event_idx is None
+    small = P.SlotPool("device_kv", 64)
+    small.observer = lambda name, what, slots: seen.append(small.event_idx)
+    small.free(small.alloc(40))
+    assert seen[-2:] == [None, None]
 
 
 def test_the_trace_hash_is_the_same_whatever_its_chunk_and_is_json_dumps_of_the_steps(monkeypatch):

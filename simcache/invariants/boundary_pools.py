@@ -15,11 +15,16 @@ class PoolShares:
 
     def pool_event(self, pool: str, what: str, slots: tuple) -> None:
         """A pool's alloc or free: its slots' free counts changed (``loose`` is brought up to date at the
-        boundary, from the pool's counts)."""
+        boundary, from the pool's counts). A big pool's events are kept as arrays: the pool's own index array of
+        the slots where it made one (``SlotPool.event_idx``), else the slots."""
         if what == "alloc" or what == "free":
             got = self._events.get(pool)
             if got is not None:
-                got += slots
+                if self.big[pool]:
+                    idx = self.pools[pool].event_idx
+                    got.append(idx if idx is not None and len(idx) == len(slots) else slots)
+                else:
+                    got += slots
 
     def _build_pools(self, pools: dict) -> None:
         """The per-slot state of ``pools`` (by name), empty: the attached nodes' shares are added after."""
@@ -64,6 +69,11 @@ class PoolShares:
                                               for p in _POOL_NAMES}
         self.kv_any = dict.fromkeys(_POOL_NAMES, False)  # whether one of them is set
         self._stamp: dict[str, np.ndarray] = {}  # a big pool's scratch for ``_repeats``
+        # a big pool's queued slot and content tuples as arrays (``_arr``): id -> (the tuple, its array), each made
+        # once (a share's slots are queued when it comes and again when it goes; its fingerprints come as arrays)
+        self._arrs: dict[int, tuple] = {}
+        self._arrs_n = 0  # how many numbers they hold, bounded by ``_arrs_max``
+        self._arrs_max = _ARRS_PER_SLOT * sum(pools[p].size for p in _POOL_NAMES if self.big[p]) + _ARRS_EXTRA
         self.dirty: dict[str, list | None] = {p: [] for p in _POOL_NAMES}
         for p in _POOL_NAMES:
             if self.big[p]:
@@ -161,23 +171,28 @@ class PoolShares:
         many times (its count crosses 1 and 2 at most once each way, which is what ``owned`` and ``multi`` count),
         the last wanted value listed for a slot is the one it keeps, and a listed slot is loose or not by its final
         free count and references (``loose_mask``, with ``loose_n`` its number of loose slots)."""
-        rp, rm, cp, cm, cw = self._q[pool]
+        rp, rm, cp, cm, cw = self._q[pool]  # (lists of tuples: each a share's slots or contents)
         events = self._events[pool]
         refs, cnt, exp, mask, want = self.refs[pool], self.cnt[pool], self.exp[pool], self.mask[pool], self.want[pool]
         changed = []
         listed = []
-        rep = self._repeats
+        rep, cat = self._repeats, self._cat
         if rm:
-            i = _ix(rm)
+            i = cat(rm)
             listed.append(i)
-            if rep(pool, rm, i):
+            twice = rep(pool, i)
+            if twice:
                 np.subtract.at(refs, i, 1)
             else:
                 refs[i] -= 1
         if cm:
-            u = i if cm == rm else _ix(cm)  # (usually the same slots: those whose content a share knows)
+            if cm == rm:  # (usually the same slots: those whose content a share knows)
+                u = i
+            else:
+                u = cat(cm)
+                twice = rep(pool, u)
             c0 = cnt[u]
-            if rep(pool, cm, u):
+            if twice:
                 u, k = np.unique(u, return_counts=True)
                 c0 = cnt[u]
                 c1 = c0 - k
@@ -193,15 +208,21 @@ class PoolShares:
             want[u] = np.where(on, exp[u], 0)
             changed.append(u)
         if rp:
-            i = _ix(rp)
+            i = cat(rp)
             listed.append(i)
-            if rep(pool, rp, i):
+            twice = rep(pool, i)
+            if twice:
                 np.add.at(refs, i, 1)
             else:
                 refs[i] += 1
         if cp:
-            u, w = (i if cp == rp else _ix(cp)), np.fromiter(cw, dtype=np.int64, count=len(cw))
-            if rep(pool, cp, u):
+            w = cat(cw)
+            if cp == rp:
+                u = i
+            else:
+                u = cat(cp)
+                twice = rep(pool, u)
+            if twice:
                 u, first, k = np.unique(u[::-1], return_index=True, return_counts=True)
                 w = w[len(w) - 1 - first]  # each slot's last wanted value
                 c0 = cnt[u]
@@ -227,7 +248,7 @@ class PoolShares:
             if self.dirty[pool] is not None:
                 self.dirty[pool] += changed
         if events:
-            listed.append(_ix(events))
+            listed += [e if e.__class__ is np.ndarray else _ix(e) for e in events]
         if listed:
             s = np.concatenate(listed) if len(listed) > 1 else listed[0]
             where = np.arange(len(s))  # each slot once (at its last position), by the scratch array: no sort
@@ -243,12 +264,36 @@ class PoolShares:
         for q in (rp, rm, cp, cm, cw, events):
             q.clear()
 
-    def _repeats(self, pool: str, slots: list | None, idx: np.ndarray) -> bool:
-        """Whether a slot occurs twice: by hashing a short list, by this pool's scratch array for a long one (a
-        request's thousands: one numpy step costs less than hashing them)."""
-        if slots is not None and len(slots) < 256:
-            return len(set(slots)) < len(slots)
+    def _repeats(self, pool: str, idx: np.ndarray) -> bool:
+        """Whether a slot occurs twice in ``idx``: by hashing a short one, by this pool's scratch array for a long
+        one (a request's thousands: one numpy step costs less than hashing them)."""
+        if len(idx) < 256:
+            return len(set(idx.tolist())) < len(idx)
         return _has_repeats(idx, self._scratch(pool))
+
+    def _arr(self, t: tuple) -> np.ndarray:
+        """Tuple ``t`` of ints as an int64 array, made once while it is kept (by identity: the entry holds the tuple,
+        so its id stays its own); all are dropped when they hold more than ``_arrs_max`` numbers."""
+        hit = self._arrs.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        a = np.fromiter(t, dtype=np.int64, count=len(t))
+        self._known(t, a)
+        return a
+
+    def _known(self, t: tuple, a: np.ndarray) -> None:
+        """Keep ``a`` as tuple ``t``'s array (the same numbers)."""
+        if self._arrs_n + len(t) > self._arrs_max:
+            self._arrs.clear()
+            self._arrs_n = 0
+        self._arrs[id(t)] = (t, a)
+        self._arrs_n += len(t)
+
+    def _cat(self, tuples: list) -> np.ndarray:
+        """The queued tuples' numbers, in order, as one int64 array."""
+        if len(tuples) == 1:
+            return self._arr(tuples[0])
+        return np.concatenate([self._arr(t) for t in tuples])
 
     def _scratch(self, pool: str) -> np.ndarray:
         """A big pool's scratch array, one entry per slot (``_has_repeats``, and ``_flush_arrays``'s slots once)."""
@@ -286,6 +331,9 @@ class PoolShares:
                     self._rewant(name, touched)
                 self.shared[name] = False
         return False
+
+
+_ARRS_PER_SLOT, _ARRS_EXTRA = 4, 65536  # the kept arrays' bound: this many numbers per slot of the big pools, + this
 
 
 def _ix(slots) -> np.ndarray:

@@ -3,7 +3,7 @@ share of every invariant (``BoundaryState``; the pools' owned and loose slots: `
 in ``boundary``)."""
 from __future__ import annotations
 
-from ..fingerprints import kv_extend
+from ..fingerprints import kv_fingerprint_array
 from ..node import TreeNode
 from ..state import held_by
 from .boundary_pools import PoolShares
@@ -93,9 +93,14 @@ class BoundaryState(PoolShares):
         key = c.key
         if old is not None and old[0] is c and old[3] is key and old[1] == h and old[2] == start:
             return old
-        want, hc = kv_extend(h, key)
+        if key:  # (``kv_extend``, keeping the array: a big pool's flush takes the wanted content from it)
+            arr = kv_fingerprint_array(key, h)
+            want = arr.tolist()
+            hc = want[-1]
+        else:
+            arr, want, hc = None, [], h
         i = start + len(key)
-        f = self.fp[id(c)] = (c, h, start, key, hc, i, want, ((hc if i else 0) * 31 + i + 7) & _M)
+        f = self.fp[id(c)] = (c, h, start, key, hc, i, want, ((hc if i else 0) * 31 + i + 7) & _M, arr)
         return f
 
     def _subtree(self, top, h: int, start: int) -> list:
@@ -151,10 +156,14 @@ class BoundaryState(PoolShares):
                 return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, hit[1])
         want, m = f[6], f[7]
         owned = []  # (pool, slots, what they must hold or None)
+        if v is not None or hv is not None:
+            wt = tuple(want)
+            if f[8] is not None and (self.big["device_kv"] or self.big["host_kv"]):
+                self._known(wt, f[8])  # a big pool's flush reads the fingerprints as the array they came from
         if v is not None:
-            owned.append(("device_kv", tuple(v), tuple(want) if nv == len(want) else None))
+            owned.append(("device_kv", tuple(v), wt if nv == len(want) else None))
         if hv is not None:
-            owned.append(("host_kv", tuple(hv), tuple(want) if nhv == len(want) else None))
+            owned.append(("host_kv", tuple(hv), wt if nhv == len(want) else None))
         if mv is not None:
             owned.append(("device_mamba", tuple(mv), (m,) * nmv))
         if mhv is not None:
@@ -186,9 +195,16 @@ class BoundaryState(PoolShares):
             mark(self.host_m, n.id)
         # queued as (refs +1, refs -1, cnt +1, cnt -1, what the cnt +1 slots must hold): ``_flush`` applies them per
         # pool, every -1 before any +1
-        q = self._q
+        q, big = self._q, self.big
         for pool, slots, want in own if owned is None else owned:
             queue = q[pool]
+            if big[pool]:  # a big pool queues the tuples themselves (``_flush_arrays`` reads them as arrays)
+                queue[k].append(slots)
+                if want is not None:
+                    queue[2 + k].append(slots)
+                    if sign > 0:
+                        queue[4].append(want)
+                continue
             queue[k].extend(slots)
             if want is not None:
                 queue[2 + k].extend(slots)
