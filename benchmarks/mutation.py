@@ -193,6 +193,9 @@ MODULES = {
     # the notebook player's model and the pull-request storyboard
     "simcache/player.py": ["tests/test_core_exact_player.py", "tests/test_core_exact_player_widgets.py",
                            "tests/test_player.py"],
+    "simcache/player_model.py": ["tests/test_core_exact_player.py", "tests/test_core_exact_player_widgets.py",
+                                 "tests/test_player.py"],
+    "simcache/stale_gif.py": ["tests/test_stale_gif.py"],
     "simcache/storyboard.py": ["tests/test_core_exact_storyboard.py", "tests/test_core_exact_storyboard_pictures.py",
                                "tests/test_storyboard.py"],
     # the explore command: the failure shown, the summary, what reaches the search, the artefacts and refusals

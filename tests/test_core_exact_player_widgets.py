@@ -11,7 +11,7 @@ import ipywidgets as W
 import pytest
 
 from simcache import player as player_module
-from simcache import simulate
+from simcache import player_model, simulate
 from simcache.player import PAGE_CSS, Player, _Side
 from simcache.render.dot import SVG_CACHE
 from simcache.render.frames import op_frames
@@ -195,7 +195,7 @@ def test_a_side_alone(monkeypatch):
 
 def test_a_player_draws_every_frame_up_front_unless_told_not_to(runs, monkeypatch):
     drawn: list[list[str]] = []
-    monkeypatch.setattr(player_module, "render_many", lambda dots: drawn.append(list(dots)))
+    monkeypatch.setattr(player_model, "render_many", lambda dots: drawn.append(list(dots)))
     monkeypatch.setattr(SVG_CACHE, "data", OrderedDict())  # nothing drawn before this test counts
     p = Player(runs[0])
     m = p.model
