@@ -225,3 +225,22 @@ def test_crash_rate_plot_labels_what_it_counts_and_fits_the_data():
     assert crash_rate_vs_pressure(rows).axes[0].get_ylabel() == "fraction of runs raising\nany assertion"
     with pytest.raises(ValueError, match="unknown rate"):
         crash_rate_vs_pressure(rows, field="nope")
+
+
+def test_a_batch_draws_each_graph_as_dot_draws_it_alone():
+    """An export's bytes never depend on what the process drew before: ``render_many`` (one ``dot`` for many graphs,
+    which names the second graph ``page0,1_graph0``) leaves each SVG exactly as ``dot`` draws that graph alone."""
+    import graphviz
+
+    from simcache.render import svg as svgmod
+    from simcache.render.frames import tree_dot
+    from simcache.simulate import simulate
+
+    run = simulate("crash_pr", "pre_fix")
+    dots = [tree_dot(run, s) for s in (120, 121, 122)]
+    alone = [svgmod._strip(graphviz.pipe("dot", "svg", d.encode()).decode()) for d in dots]
+    raw = graphviz.pipe("dot", "svg", "".join(dots).encode()).decode()
+    assert raw.count('<g id="page0,1_graph0"') == 2  # what dot does in a batch
+    svgmod.SVG_CACHE.data.clear()
+    assert svgmod.render_many(dots) == alone
+    assert all('id="graph0"' in s and "page0" not in s for s in alone)

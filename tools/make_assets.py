@@ -333,8 +333,8 @@ def read_manifest() -> dict:
 
 def _fresh(*args: str) -> str:
     """Run this tool in a fresh process (``args``) and return its stdout. Each asset is made, and each digest
-    computed, in a process of its own: a page's SVGs come from a process-wide cache, and a tree the player drew
-    first in one batch of Graphviz keeps ids another process would not give it (``render.svg.render_many``)."""
+    computed, in a process of its own: a clean start, with nothing another asset drew in the process-wide SVG cache
+    (``render.svg.render_many`` draws each SVG as ``dot`` draws it alone, so that cache changes no byte)."""
     import subprocess
 
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args], capture_output=True, text=True,

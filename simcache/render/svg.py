@@ -1,7 +1,8 @@
 """Running Graphviz: DOT text -> SVG or PNG, with an LRU cache keyed by the DOT text.
 
 ``render_many`` feeds many graphs to one ``dot`` process (a player precomputes a whole run in a fraction of a
-second that way); ``render_svg`` then finds them in the cache. Missing ``dot`` raises graphviz's
+second that way); ``render_svg`` then finds them in the cache, each byte for byte what ``dot`` draws for it alone
+(so nothing drawn depends on what was drawn before). Missing ``dot`` raises graphviz's
 ``ExecutableNotFound``, which names the program to install.
 """
 from __future__ import annotations
@@ -50,7 +51,7 @@ def render_many(sources: list[str]) -> list[str]:
         parts = [p + "</svg>" for p in raw.split("</svg>")[:-1]]
         if len(parts) == len(todo):  # else dot split the input differently: render_svg does them one by one
             for src, svg in zip(todo, parts, strict=True):
-                SVG_CACHE.put(src, _strip(svg))
+                SVG_CACHE.put(src, _alone(_strip(svg)))
     return [render_svg(s) for s in sources]
 
 
@@ -58,6 +59,16 @@ def render_png(dot_source: str, dpi: int = 110) -> bytes:
     """PNG bytes for ``dot_source`` (for a projector, a notebook ``Image``, or a PR comment)."""
     src = dot_source.replace("{\n", f"{{\n  graph [dpi=\"{dpi}\"];\n", 1)
     return graphviz.pipe("dot", "png", src.encode("utf-8"))
+
+
+_BATCH_ID = re.compile(r'<g id="page\d+,\d+_(graph\d+)"')
+
+
+def _alone(svg: str) -> str:
+    """A graph drawn in a batch as ``dot`` draws it alone: a batch names the second graph on ``<g
+    id="page0,1_graph0">`` where alone it is ``graph0``; without this, a page's bytes would depend on what the
+    process drew before it."""
+    return _BATCH_ID.sub(r'<g id="\1"', svg, count=1)
 
 
 def _strip(svg: str) -> str:
