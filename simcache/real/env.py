@@ -18,12 +18,13 @@ from numpy import float64
 from .fake_controller import FakeCacheController
 from .fakes import FakeDeviceKVAllocator, FakeMambaPool, FreeListPool, Ledger, ReqToTokenPool, slots_of
 from .loader import Loaded
+from .readout import POOLS, Readout
 
-POOLS = ("device_kv", "device_mamba", "host_kv", "host_mamba")
+__all__ = ["MC", "POOLS", "Env"]
 MC = "sglang.srt.mem_cache"
 
 
-class Env:
+class Env(Readout):
     """One fresh real cache for the checked settings ``cfg`` (``config.check_settings``); ``max_ctx``: the longest
     request. Build it inside ``loaded.active()``."""
 
@@ -79,20 +80,17 @@ class Env:
         # token containers: from 7f67965b on, RadixKey.match needs both keys to hold the same type (array('q'))
         self.seq = (lambda toks: array("q", toks)) if hasattr(self.RadixKey, "raw_token_ids") else list
 
-    # --- reading the tree (never changing it) ---
-    def ckey(self, toks):
-        return toks[0] if self.page_size == 1 else tuple(toks[: self.page_size])
+    # --- reading the tree (never changing it; ``Readout`` does the rest) ---
+    def _root(self):
+        return self.tree.root_node
 
-    def attached(self) -> set[int]:
-        """ids of the nodes reachable from root through children whose parent pointer and child key agree."""
-        seen, stack = {id(self.tree.root_node)}, [self.tree.root_node]
-        while stack:
-            n = stack.pop()
-            for k, c in n.children.items():
-                if c.parent is n and c.key is not None and len(c.key) > 0 and self.ckey(list(c.key.token_ids)) == k:
-                    seen.add(id(c))
-                    stack.append(c)
-        return seen
+    def _slots(self, n) -> tuple:
+        return n.value, n.mamba_value, n.host_value, n.mamba_host_value
+
+    def _counters(self) -> dict:
+        t = self.tree
+        return dict(full_evictable=int(t.full_evictable_size_), full_protected=int(t.full_protected_size_),
+                    mamba_evictable=int(t.mamba_evictable_size_), mamba_protected=int(t.mamba_protected_size_))
 
     def stale_refs(self) -> list[str]:
         """``keys@holder`` for every detached node still held by a leaf set, an LRU list or an ``ongoing_*`` map."""
@@ -105,20 +103,7 @@ class Env:
                        ongoing_load_back=t.ongoing_load_back.values(),
                        ongoing_backup=[v[0] for v in t.ongoing_backup.values()],
                        ongoing_prefetch=[v[0] for v in t.ongoing_prefetch.values()])
-        return sorted({f"{','.join(map(str, n.key.token_ids)) if n.key is not None else 'None'}@{h}"
-                       for h, nodes in holders.items() for n in nodes if id(n) not in att})
-
-    def dfs(self) -> list:
-        """(depth, node) of the attached nodes, preorder, siblings sorted by key tokens."""
-        att, out = self.attached(), []
-
-        def rec(n, d):
-            for c in sorted((c for c in n.children.values() if id(c) in att), key=lambda c: list(c.key.token_ids)):
-                out.append((d, c))
-                rec(c, d + 1)
-
-        rec(self.tree.root_node, 1)
-        return out
+        return self.stale(holders, att)
 
     def canonical_tree(self) -> tuple[list[str], list[str]]:
         lines, slot_lines = [], []
@@ -133,46 +118,3 @@ class Env:
                 f"{k}={','.join(map(str, slots_of(v))) if v is not None else '-'}"
                 for k, v in (("v", c.value), ("h", c.host_value), ("m", c.mamba_value), ("mh", c.mamba_host_value))))
         return lines, slot_lines
-
-    def pools(self) -> dict[str, FreeListPool]:
-        return dict(device_kv=self.alloc, device_mamba=self.rtp.mamba_pool, host_kv=self.host_kv,
-                    host_mamba=self.host_mamba)
-
-    def accounting(self) -> dict[str, dict[str, list[int]]]:
-        refs: dict[str, list[int]] = {p: [] for p in POOLS}
-        for _, n in self.dfs():
-            for pool, v in zip(POOLS, (n.value, n.mamba_value, n.host_value, n.mamba_host_value), strict=True):
-                refs[pool] += slots_of(v)
-        for r in self.live_reqs.values():  # a live request owns its KV past cache_protected_len, and its Mamba
-            refs["device_kv"] += slots_of(self.rtp.req_to_token[r.req_pool_idx, r.cache_protected_len: r._len])
-            refs["device_mamba"] += slots_of(r.mamba_pool_idx) + slots_of(r.mamba_ping_pong_track_buffer)
-        for v in self.tree.ongoing_prefetch.values():
-            refs["host_kv"] += slots_of(v[3].host_indices if v[2] is None else v[2])
-            for tr in v[3].pool_transfers or []:
-                refs["host_mamba"] += slots_of(tr.host_indices)
-        for page in list(self.cc.host_mem_release_queue.queue):
-            refs["host_kv"] += slots_of(page)
-        res = {}
-        for p, pool in self.pools().items():
-            free, cnt, rc = pool.free_slots, collections.Counter(pool.free_slots), collections.Counter(refs[p])
-            in_use, r = set(range(pool.size)) - set(free), set(refs[p])
-            res[p] = dict(leaked=sorted(in_use - r), free_but_referenced=sorted(r & set(free)),
-                          duplicated_in_free_list=sorted(s for s, k in cnt.items() if k > 1),
-                          shared=sorted(s for s, k in rc.items() if k > 1))
-        return res
-
-    def state(self) -> dict:
-        """Everything observable at the end of a run, with ``run_ops``'s field names."""
-        (tree, tree_slots), t = self.canonical_tree(), self.tree
-        return dict(
-            stale_final=self.stale_refs(), tree=tree, tree_slots=tree_slots,
-            counters=dict(full_evictable=int(t.full_evictable_size_), full_protected=int(t.full_protected_size_),
-                          mamba_evictable=int(t.mamba_evictable_size_), mamba_protected=int(t.mamba_protected_size_),
-                          tree_device_tokens=sum(len(c.value) for _, c in self.dfs() if c.value is not None),
-                          live_requests=len(self.live_reqs)),
-            inflight=dict(write_through=len(t.ongoing_write_through), load_back=len(t.ongoing_load_back),
-                          backup=len(t.ongoing_backup), prefetch=len(t.ongoing_prefetch),
-                          pending_l3=len(self.cc.pending_backups), write_acks=len(self.cc.ack_write_queue)),
-            double_frees=self.ledger.double_frees(),
-            accounting=self.accounting(),
-            free={p: [int(x) for x in pool.free_slots] for p, pool in self.pools().items()})

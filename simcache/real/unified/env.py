@@ -24,9 +24,9 @@ from types import SimpleNamespace
 from numpy import float64
 
 from ...unified.cache import watchdog
-from ..env import POOLS
 from ..fakes import FakeMambaPool, FreeListPool, Ledger, slots_of
 from ..loader import Loaded
+from ..readout import Readout
 from . import fakes, stubs
 
 MC = "sglang.srt.mem_cache"
@@ -53,7 +53,7 @@ class WatchedHostPool(FreeListPool):
         return super().available_size()
 
 
-class UnifiedEnv:
+class UnifiedEnv(Readout):
     """One fresh real unified cache for the checked settings ``cfg``; build it inside ``loaded.active()``."""
 
     def __init__(self, loaded: Loaded, cfg: dict, max_ctx: int) -> None:
@@ -135,19 +135,19 @@ class UnifiedEnv:
     def data(self, node, ct):
         return node.component_data[ct]
 
-    def ckey(self, toks):
-        return toks[0] if self.page_size == 1 else tuple(toks[: self.page_size])
+    # --- reading the tree (``Readout`` does the rest) ---
+    def _root(self):
+        return self.core.root_node
 
-    def attached(self) -> set[int]:
-        root = self.core.root_node
-        seen, stack = {id(root)}, [root]
-        while stack:
-            n = stack.pop()
-            for k, c in n.children.items():
-                if c.parent is n and c.key is not None and len(c.key) > 0 and self.ckey(list(c.key.token_ids)) == k:
-                    seen.add(id(c))
-                    stack.append(c)
-        return seen
+    def _slots(self, n) -> tuple:
+        f, m = n.component_data[self.CT.FULL], n.component_data[self.CT.MAMBA]
+        return f.value, m.value, f.host_value, m.host_value
+
+    def _counters(self) -> dict:
+        c, F, M = self.core, self.CT.FULL, self.CT.MAMBA
+        ev, pr = c.component_evictable_size_, c.component_protected_size_
+        return dict(full_evictable=int(ev[F]), full_protected=int(pr[F]), mamba_evictable=int(ev[M]),
+                    mamba_protected=int(pr[M]))
 
     def _lru_nodes(self, lru) -> list:
         return list(lru.cache.values())  # node id -> node, in every version
@@ -166,19 +166,7 @@ class UnifiedEnv:
                        ongoing_load_back=[first(v) for v in t.ongoing_load_back.values()],
                        ongoing_backup=[first(v) for v in t.ongoing_backup.values()],
                        ongoing_prefetch=[first(v) for v in t.ongoing_prefetch.values()])
-        return sorted({f"{','.join(map(str, n.key.token_ids)) if n.key is not None else 'None'}@{h}"
-                       for h, nodes in holders.items() for n in nodes if n is not None and id(n) not in att})
-
-    def dfs(self) -> list:
-        att, out = self.attached(), []
-
-        def rec(n, d):
-            for c in sorted((c for c in n.children.values() if id(c) in att), key=lambda c: list(c.key.token_ids)):
-                out.append((d, c))
-                rec(c, d + 1)
-
-        rec(self.core.root_node, 1)
-        return out
+        return self.stale(holders, att)
 
     def canonical_tree(self) -> tuple[list[str], list[str]]:
         F, M = self.CT.FULL, self.CT.MAMBA
@@ -194,52 +182,3 @@ class UnifiedEnv:
                 f"{k}={','.join(map(str, slots_of(v))) if v is not None else '-'}"
                 for k, v in (("v", f.value), ("h", f.host_value), ("m", m.value), ("mh", m.host_value))))
         return lines, slot_lines
-
-    def pools(self) -> dict[str, FreeListPool]:
-        return dict(device_kv=self.alloc, device_mamba=self.rtp.mamba_pool, host_kv=self.host_kv,
-                    host_mamba=self.host_mamba)
-
-    def accounting(self) -> dict[str, dict[str, list[int]]]:
-        F, M = self.CT.FULL, self.CT.MAMBA
-        refs: dict[str, list[int]] = {p: [] for p in POOLS}
-        for _, n in self.dfs():
-            f, m = n.component_data[F], n.component_data[M]
-            for pool, v in zip(POOLS, (f.value, m.value, f.host_value, m.host_value), strict=True):
-                refs[pool] += slots_of(v)
-        for r in self.live_reqs.values():
-            refs["device_kv"] += slots_of(self.rtp.req_to_token[r.req_pool_idx, r.cache_protected_len: r._len])
-            refs["device_mamba"] += slots_of(r.mamba_pool_idx) + slots_of(r.mamba_ping_pong_track_buffer)
-        for v in self.tree.ongoing_prefetch.values():
-            refs["host_kv"] += slots_of(v[3].host_indices if v[2] is None else v[2])
-            for tr in v[3].pool_transfers or []:
-                refs["host_mamba"] += slots_of(tr.host_indices)
-        for page in list(self.cc.host_mem_release_queue.queue):
-            refs["host_kv"] += slots_of(page)
-        for q in getattr(self.cc, "extra_host_mem_release_queues", {}).values():
-            for page in list(q.queue):
-                refs["host_mamba"] += slots_of(page)
-        res = {}
-        for p, pool in self.pools().items():
-            free, cnt, rc = pool.free_slots, collections.Counter(pool.free_slots), collections.Counter(refs[p])
-            in_use, r = set(range(pool.size)) - set(free), set(refs[p])
-            res[p] = dict(leaked=sorted(in_use - r), free_but_referenced=sorted(r & set(free)),
-                          duplicated_in_free_list=sorted(s for s, k in cnt.items() if k > 1),
-                          shared=sorted(s for s, k in rc.items() if k > 1))
-        return res
-
-    def state(self) -> dict:
-        (tree, tree_slots), c, t, F, M = self.canonical_tree(), self.core, self.tree, self.CT.FULL, self.CT.MAMBA
-        ev, pr = c.component_evictable_size_, c.component_protected_size_
-        return dict(
-            stale_final=self.stale_refs(), tree=tree, tree_slots=tree_slots,
-            counters=dict(full_evictable=int(ev[F]), full_protected=int(pr[F]), mamba_evictable=int(ev[M]),
-                          mamba_protected=int(pr[M]),
-                          tree_device_tokens=sum(len(n.component_data[F].value) for _, n in self.dfs()
-                                                 if n.component_data[F].value is not None),
-                          live_requests=len(self.live_reqs)),
-            inflight=dict(write_through=len(t.ongoing_write_through), load_back=len(t.ongoing_load_back),
-                          backup=len(t.ongoing_backup), prefetch=len(t.ongoing_prefetch),
-                          pending_l3=len(self.cc.pending_backups), write_acks=len(self.cc.ack_write_queue)),
-            double_frees=self.ledger.double_frees(),
-            accounting=self.accounting(),
-            free={p: [int(x) for x in pool.free_slots] for p, pool in self.pools().items()})
