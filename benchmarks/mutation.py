@@ -234,6 +234,7 @@ MODULES = {
     # package, never the mutant; a browser test costs many seconds per surviving mutant)
     "simcache/render/dot.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_dot_exact.py"],
     "simcache/export.py": ["tests/test_render.py", "tests/test_mutant_kills.py", "tests/test_export_exact.py"],
+    "simcache/export_data.py": ["tests/test_export_exact.py", "tests/test_views_page_safety.py"],
     "simcache/render/panels.py": ["tests/test_render.py", "tests/test_panels_exact.py"],
     "simcache/render/moments.py": ["tests/test_moments_exact.py", "tests/test_render.py", "tests/test_mutant_kills.py"],
     "simcache/render/display.py": ["tests/test_display_exact.py"],
