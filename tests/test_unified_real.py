@@ -67,6 +67,8 @@ def test_0_5_17_drops_the_refill_under_write_through_and_runs_clean():
     assert [o.step.split()[0] for o in r.outcomes] == ["1", "1b", "2", "3", "4", "5", "6"]
     assert r.stale == () and r.double_frees == ()
     assert r.outcomes[5].returned == "0"  # evict_host(2) finds nothing to evict: no [9,9] was ever hung
+    row = next(ln for ln in DOC.read_text().split("\n") if ln.startswith("| 0.5.17 |"))
+    assert "| clean: the refill is dropped (#31902) | clean |" in row  # docs/unified.md's table
 
 
 @pytest.mark.parametrize("version", ["0.5.16", "0.5.17"])
