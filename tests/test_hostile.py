@@ -163,7 +163,7 @@ def test_a_hostile_scenario_name_is_refused_or_made_an_identifier(name):
      "flags must be a Flags (e.g. simcache.preset('pre_fix')), not dict"),
     (lambda: simcache.run_ops({"ops": []}, preset=None), ConfigError,
      "unknown preset None; choose one of pre_fix, described_fix, reviewed_fix, merged_fix, followup_fix, "
-     "main_2026_06, release_0_5_17"),
+     "main_2026_06, release_0_5_17, unified_0_5_16, unified_0_5_17"),
 ])
 def test_the_api_refuses_wrong_types_with_a_sentence(call, error, message):
     with pytest.raises(error) as e:
