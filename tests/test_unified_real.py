@@ -148,3 +148,30 @@ def test_the_race_command_says_which_sglang_to_run_instead_of_fetching_every_whe
         "python -m simcache.real.unified: error: say which code to run, one of: --sglang-version X.Y.Z (repeatable), "
         "--all (every covered release, about 110 MB of wheels on a first run), --sglang PATH --as VERSION, or --git "
         "MIRROR")
+
+
+def test_the_write_back_failure_the_docs_show_is_the_real_codes_on_0_5_16_and_clean_on_0_5_17():
+    """docs/unified.md's YAML (under write-back, 0.5.16): the model and the real code agree on it, field for field;
+    it fails in ``_iteratively_delete_tombstone_leaf`` on 0.5.16 and runs clean on 0.5.17."""
+    from simcache.config import check_settings
+    from simcache.real.run import FIELDS, linear_ops
+    from simcache.real.unified.run import run_unified
+    from simcache.safe_yaml import load_yaml
+    from simcache.scenario import from_doc
+    from simcache.unified import run_model
+
+    text = DOC.read_text()
+    block = text[text.index("```yaml\nname: write_back_unguarded_anchor"):]
+    doc = load_yaml(block[len("```yaml\n"): block.index("\n```")], "docs/unified.md")
+    scenario = from_doc(doc, "write_back_unguarded_anchor")
+    ops = linear_ops(scenario)
+    got = {}
+    for preset, release in (("unified_0_5_16", "0.5.16"), ("unified_0_5_17", "0.5.17")):
+        real = run_unified(scenario, loaded(release), ops=ops)
+        model = run_model(check_settings(doc["config"]), ops, preset)
+        assert {k: model[k] for k in FIELDS} == {k: real[k] for k in FIELDS}
+        got[release] = real
+    assert (got["0.5.16"]["status"], got["0.5.16"]["first_stale"], got["0.5.16"]["chain"]) == (
+        "......x", 4, ["evict_host", "drive_host_eviction", "_evict_host_leaf", "_iteratively_delete_tombstone_leaf",
+                      "_remove_leaf_from_parent"])
+    assert (got["0.5.17"]["outcome"], got["0.5.17"]["status"]) == ("clean", ".......")
