@@ -964,6 +964,8 @@ def _odd_and_plain_entries() -> tuple[list, set[int]]:
         (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), -5]}),  # 40: plain, a negative token
         (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), 1 << 22]}),  # 41: plain, past the table
         (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(70), 2.0]}),  # 42: a token that is a float
+        (2, "R1", "op", (), None, {"op": "request", "tokens": [*range(999_950, 1_000_050)]}),  # 43: plain, 7 digits
+        (2, "R1", "free", st, None, ("device_kv", tuple(range(5, 100)))),  # 44: plain, from the grown table
     ]
     return log, {1, 2, 4, 5, 6, 8, 9, 10, 13, 14, 16, 17, 20, 21, 26, 27, 28, 29, 30, 31, 37, 42}
 

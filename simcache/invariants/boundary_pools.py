@@ -251,16 +251,14 @@ class PoolShares:
             listed += [e if e.__class__ is np.ndarray else _ix(e) for e in events]
         if listed:
             s = np.concatenate(listed) if len(listed) > 1 else listed[0]
-            where = np.arange(len(s))  # each slot once (at its last position), by the scratch array: no sort
-            stamp = self._scratch(pool)
-            stamp[s] = where
-            once = stamp[s] == where
-            if not once.all():
-                s = s[once]
             lm = self.loose_mask[pool]
-            now = (slot_pool._free_count[s] == 0) & (refs[s] == 0)
-            self.loose_n[pool] += int(np.count_nonzero(now)) - int(np.count_nonzero(lm[s]))
-            lm[s] = now
+            now = (slot_pool._free_count[s] == 0) & (refs[s] == 0)  # (alike wherever a slot is listed)
+            flip = lm[s] != now
+            if flip.any():  # (rarely: a request's slots are owned by the boundary that follows its allocation)
+                f = np.unique(s[flip])  # each slot whose state changes, once
+                now = (slot_pool._free_count[f] == 0) & (refs[f] == 0)
+                self.loose_n[pool] += int(np.count_nonzero(now)) - int(np.count_nonzero(lm[f]))
+                lm[f] = now
         for q in (rp, rm, cp, cm, cw, events):
             q.clear()
 
@@ -296,7 +294,7 @@ class PoolShares:
         return np.concatenate([self._arr(t) for t in tuples])
 
     def _scratch(self, pool: str) -> np.ndarray:
-        """A big pool's scratch array, one entry per slot (``_has_repeats``, and ``_flush_arrays``'s slots once)."""
+        """A big pool's scratch array, one entry per slot (``_has_repeats``)."""
         stamp = self._stamp.get(pool)
         if stamp is None:
             stamp = self._stamp[pool] = np.zeros(self.pools[pool].size, dtype=np.int64)

@@ -99,8 +99,10 @@ def _int_list(xs: tuple) -> str:
 
 
 _LONG = 64  # a sequence this long is spelled from the table of numbers' decimal text
-_DEC = np.zeros((0, 3), dtype=np.uint8)  # row i: the bytes of ``", " + str(i)``, NUL-padded; grown on demand
-_DEC_MAX = 1 << 22  # numbers past this are spelled by the repr (the table stays under 40 MB)
+# item i: the bytes of ``", " + str(i)``, NUL-padded to 8 bytes (16 past a million), one item each so that a lookup
+# is a plain gather of 8 or 16 bytes; grown on demand
+_DEC = np.zeros(0, dtype=np.uint64)
+_DEC_MAX = 1 << 21  # numbers past this are spelled by the repr (the table stays under 32 MB)
 
 
 def _spelled(xs) -> str:
@@ -116,11 +118,20 @@ def _spelled(xs) -> str:
     if hi >= len(_DEC):
         if hi >= _DEC_MAX or idx.min() < 0:
             return str(xs)[1:-1]
-        _DEC = _decimal_table(min(max(hi + 1, 2 * len(_DEC), 1 << 12), _DEC_MAX))
+        _DEC = _items(_decimal_table(min(max(hi + 1, 2 * len(_DEC), 1 << 12), _DEC_MAX)))
     elif idx.min() < 0:
         return str(xs)[1:-1]
-    rows = _DEC[idx]
-    return rows[rows != 0].tobytes()[2:].decode()
+    text = _DEC[idx].view(np.uint8)
+    return text[text != 0][2:].tobytes().decode()
+
+
+def _items(table: np.ndarray) -> np.ndarray:
+    """A ``_decimal_table``'s rows as one item each: NUL-padded to 8 bytes (a uint64) or 16 (a 16-byte void)."""
+    n, w = table.shape
+    size = 8 if w <= 8 else 16
+    out = np.zeros((n, size), dtype=np.uint8)
+    out[:, :w] = table
+    return out.view(np.uint64 if size == 8 else np.dtype((np.void, 16))).reshape(n)
 
 
 _slot_list = _spelled  # (the name it had when it spelled only slot lists)
