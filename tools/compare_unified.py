@@ -16,21 +16,33 @@ import json
 import sys
 import time
 
+from simcache.real.source import SourceError
 from simcache.real.unified import load_unified
 from simcache.unified.compare import Outcomes, compare
 from simcache.unified.versions import PRESETS, RELEASE_OF
+
+
+def _cases(text: str) -> int:
+    n = int(text) if text.strip().isdigit() else 0
+    if not 1 <= n <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of cases from 1 to 1,000,000")
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     p.add_argument("--policy", choices=("write_through", "write_back"), help="default: drawn per case")
-    p.add_argument("--n", type=int, default=200, help="cases per preset")
+    p.add_argument("--n", type=_cases, default=200, help="cases per preset (1 to 1,000,000)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--page-size", type=int, default=1, choices=(1, 2), help="2: whole pages, Mamba extra buffer on")
     p.add_argument("--show", type=int, default=1, help="disagreements to print whole")
     a = p.parse_args(argv)
-    loaded = {RELEASE_OF[x]: load_unified(RELEASE_OF[x]) for x in a.presets}
+    try:
+        loaded = {RELEASE_OF[x]: load_unified(RELEASE_OF[x]) for x in a.presets}
+    except SourceError as e:  # no index, a bad wheel, a corrupt cache: one sentence
+        print(f"compare_unified.py: {e}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     ends = {x: Outcomes() for x in a.presets}
     agree, bad = compare(a.presets, a.seed, a.n, loaded, a.policy, page_size=a.page_size,
