@@ -60,7 +60,7 @@ def transcript(run) -> str:
     for e in t.cleaned_up:
         events.setdefault(t.steps[e.step].op, []).append(
             f"   + stale guard cleaned up node {e.node} [{e.key}] (step {e.step}): "
-            + (f"removed from {', '.join(e.removed)}" if e.removed else "no structure held it; skipped"))
+            + (f"removed from {', '.join(e.removed)}" if e.removed else "in no LRU list or leaf set; skipped"))
     if t.violations:
         v = t.violations[0]
         events.setdefault(v.op, []).append(

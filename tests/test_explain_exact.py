@@ -113,7 +113,7 @@ def test_a_cleaned_up_node_and_a_run_that_ends_elsewhere():
                      "ongoing_write_through")]
     t.cleaned_up[0].removed = ()
     assert stale_story(t, 8).next_events[-1] == (4, "a stale guard cleans it up (stale node in evict), and skips "
-                                                    "it (no structure held it)")
+                                                    "it (it is in no LRU list or leaf set)")
     quiet = crash_trace()
     quiet.steps = quiet.steps[:3] + [s(3, "lock", 9, "lock #9"), s(4, "assertion", None)]
     quiet.readmitted = []

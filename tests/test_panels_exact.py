@@ -201,7 +201,8 @@ def test_no_panel_reads_removed_from_nothing():
                    "nothing", detail={"reason": "stale node in f", "removed": []})
     html = stack_panel(cleanup)
     assert "removed from nothing" not in html
-    assert "A stale guard cleans up #8 [1,2] (stale node in f): no structure held it, so it is only skipped." in html
+    assert ("A stale guard cleans up #8 [1,2] (stale node in f): it is in no LRU list or leaf set, so the guard "
+            "only skips it.") in html
 
 
 def test_at_the_assertion_the_stack_lists_the_frames_the_cache_raised_from():

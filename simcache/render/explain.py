@@ -51,7 +51,8 @@ def _look_ahead(trace, nid: int, after: int, limit: int = 8) -> list[tuple[int, 
     for s in trace.steps[after + 1:]:
         if s.index in cleaned:
             e = cleaned[s.index]
-            where = f"removing it from {', '.join(e.removed)}" if e.removed else "and skips it (no structure held it)"
+            where = (f"removing it from {', '.join(e.removed)}" if e.removed
+                     else "and skips it (it is in no LRU list or leaf set)")
             telling.append((s.index, f"a stale guard cleans it up ({e.reason}), {where}"))
         elif s.index in readmit:
             telling.append((s.index, f"it is re-admitted to {readmit[s.index].holders[0]} although it is not in "

@@ -173,7 +173,7 @@ def invariants_panel(trace, step: int, run: str = "") -> str:
 
 def _words(step) -> str:
     """The micro-step as the stack panel names it: the trace's words, but a clean-up as a sentence (the trace says
-    "removed from nothing" when no structure held the node)."""
+    "removed from nothing" when the node was in no LRU list or leaf set)."""
     return sentence(step) if step.kind == "cleaned_up" else short(step.text)
 
 

@@ -125,6 +125,7 @@ def _sentence(step) -> str:
                 f"{short(d.get('message', text))}.")
     if k == "cleaned_up":
         removed = d.get("removed") or []
-        where = f"removing it from {', '.join(removed)}" if removed else "no structure held it, so it is only skipped"
+        where = (f"removing it from {', '.join(removed)}" if removed
+                 else "it is in no LRU list or leaf set, so the guard only skips it")
         return f"A stale guard cleans up {r[0]} ({d.get('reason', 'stale')}): {where}."
     return short(text) + ("" if text.endswith(".") else ".")
