@@ -154,17 +154,11 @@ def test_the_write_back_failure_the_docs_show_is_the_real_codes_on_0_5_16_and_cl
     """docs/unified.md's YAML (under write-back, 0.5.16): the model and the real code agree on it, field for field;
     it fails in ``_iteratively_delete_tombstone_leaf`` on 0.5.16 and runs clean on 0.5.17."""
     from simcache.config import check_settings
-    from simcache.real.run import FIELDS, linear_ops
+    from simcache.real.run import FIELDS
     from simcache.real.unified.run import run_unified
-    from simcache.safe_yaml import load_yaml
-    from simcache.scenario import from_doc
     from simcache.unified import run_model
 
-    text = DOC.read_text()
-    block = text[text.index("```yaml\nname: write_back_unguarded_anchor"):]
-    doc = load_yaml(block[len("```yaml\n"): block.index("\n```")], "docs/unified.md")
-    scenario = from_doc(doc, "write_back_unguarded_anchor")
-    ops = linear_ops(scenario)
+    doc, scenario, ops = _doc_scenario("write_back_unguarded_anchor")
     got = {}
     for preset, release in (("unified_0_5_16", "0.5.16"), ("unified_0_5_17", "0.5.17")):
         real = run_unified(scenario, loaded(release), ops=ops)
@@ -174,4 +168,39 @@ def test_the_write_back_failure_the_docs_show_is_the_real_codes_on_0_5_16_and_cl
     assert (got["0.5.16"]["status"], got["0.5.16"]["first_stale"], got["0.5.16"]["chain"]) == (
         "......x", 4, ["evict_host", "drive_host_eviction", "_evict_host_leaf", "_iteratively_delete_tombstone_leaf",
                       "_remove_leaf_from_parent"])
+    assert (got["0.5.17"]["outcome"], got["0.5.17"]["status"]) == ("clean", ".......")
+
+
+def _doc_scenario(name: str):
+    from simcache.real.run import linear_ops
+    from simcache.safe_yaml import load_yaml
+    from simcache.scenario import from_doc
+
+    text = DOC.read_text()
+    block = text[text.index(f"```yaml\nname: {name}"):]
+    doc = load_yaml(block[len("```yaml\n"): block.index("\n```")], "docs/unified.md")
+    scenario = from_doc(doc, name)
+    return doc, scenario, linear_ops(scenario)
+
+
+def test_a_prefetch_the_scheduler_would_issue_still_reaches_the_race_on_0_5_16():
+    """docs/unified.md's "Does a live scheduler get there?": the prefetch anchors on a backed-up node, a request
+    that finishes meanwhile hangs the never-backed-up parent under it, and 0.5.16 fails as in issue #39 (0.5.17:
+    clean), on the real code and the model alike."""
+    from simcache.config import check_settings
+    from simcache.real.run import FIELDS
+    from simcache.real.unified.run import run_unified
+    from simcache.unified import run_model
+
+    doc, scenario, ops = _doc_scenario("refill_under_a_later_request")
+    cfg = check_settings(doc["config"])
+    issued = run_model(cfg, ops[:2], "unified_0_5_16")
+    assert issued["inflight"]["prefetch"] == 1 and issued["tree"][0].startswith("1 2 v=1 h=1 ")  # anchor [2]: backed up
+    got = {}
+    for preset, release in (("unified_0_5_16", "0.5.16"), ("unified_0_5_17", "0.5.17")):
+        real = run_unified(scenario, loaded(release), ops=ops)
+        assert {k: run_model(cfg, ops, preset)[k] for k in FIELDS} == {k: real[k] for k in FIELDS}
+        got[release] = real
+    assert (got["0.5.16"]["status"], got["0.5.16"]["first_stale"], got["0.5.16"]["chain"]) == (
+        "......x", 5, ["evict", "drive_eviction", "_evict_device_leaf", "_remove_leaf_from_parent"])
     assert (got["0.5.17"]["outcome"], got["0.5.17"]["status"]) == ("clean", ".......")
