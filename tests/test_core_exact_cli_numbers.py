@@ -37,8 +37,9 @@ def test_each_option_takes_its_ends_and_refuses_one_past_them(option):
         f"--{option} {low - 1} is under the minimum of {low:,}; give a whole number from {low:,} to {high:,}")
     assert refused(whole, option, str(low - 1)) == below
     assert refused(whole, option, low - 1) == below
-    assert refused(whole, option, str(high + 1)) == f"--{option} {high + 1} is over the limit of {high:,}; give a smaller number"
-    assert refused(whole, option, high + 1) == f"--{option} {high + 1} is over the limit of {high:,}; give a smaller number"
+    over = f"--{option} {high + 1} is over the limit of {high:,}; give a smaller number"
+    assert refused(whole, option, str(high + 1)) == over
+    assert refused(whole, option, high + 1) == over
     assert whole(option, None) is None
 
 

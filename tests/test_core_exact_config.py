@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 
 import simcache
-from simcache.config import (DRIVERS, MAX_SLOTS, OPTIONAL_SETTINGS, POLICIES, SETTINGS, STOP_POLICIES, CacheConfig,
-                             check_settings, from_settings)
+from simcache.config import (
+    DRIVERS,
+    MAX_SLOTS,
+    OPTIONAL_SETTINGS,
+    POLICIES,
+    SETTINGS,
+    STOP_POLICIES,
+    CacheConfig,
+    check_settings,
+    from_settings,
+)
 from simcache.errors import ConfigError, ScenarioError
 from simcache.versions import Flags
 

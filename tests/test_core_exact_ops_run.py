@@ -77,8 +77,8 @@ def test_check_doc_passes_on_the_configs_sentence():
 def test_check_doc_numbers_each_operation_and_checks_it_against_the_page_size():
     bad = {"ops": [{"op": "evict", "n": 1}, {"op": "nope"}]}
     assert said(check_doc, bad) == ("op 1: unknown op 'nope'; known ops: request, start, finish_oldest, evict, "
-                                    "evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, prefetch_hit, inject, "
-                                    "finish, write_ack, load_ack")
+                                    "evict_mamba, evict_host, events, l3_ack, prefetch, prefetch_done, prefetch_hit, "
+                                    "inject, finish, write_ack, load_ack")
     inject = {"op": "inject", "nodes": [{"key": [1, 2, 3]}]}
     assert check_doc({"ops": [inject]})[1] == [inject]  # 3 tokens are whole pages of 1
     assert said(check_doc, {"ops": [{"op": "events"}, inject], "config": {"page_size": 2}}) == \

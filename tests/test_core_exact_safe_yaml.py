@@ -97,7 +97,8 @@ def test_a_tag_is_refused_before_anything_is_built():
 
 
 def test_an_alias_into_itself_is_refused():
-    assert yaml_refused("a: 1\nb: &x [1, *x]\n") == "s.yaml has an alias that refers to itself at line 2; remove the alias"
+    assert yaml_refused("a: 1\nb: &x [1, *x]\n") == \
+        "s.yaml has an alias that refers to itself at line 2; remove the alias"
     assert yaml_refused("a: &m {k: *m}\n") == "s.yaml has an alias that refers to itself at line 1; remove the alias"
     # an alias used twice (not into itself) is fine
     assert load_yaml("a: &x [1, 2]\nb: *x\nc: *x\n", "s.yaml") == {"a": [1, 2], "b": [1, 2], "c": [1, 2]}
@@ -200,7 +201,8 @@ def test_too_deep_is_one_sentence_whether_the_parser_or_python_runs_out(monkeypa
 
     monkeypatch.setattr(safe_yaml, "_check_tree", overflow)
     assert yaml_refused("a: 1") == deep
-    assert json_refused("[" * 100_000 + "]" * 100_000) == "s.json nests too deeply to read; flatten its lists and objects"
+    assert json_refused("[" * 100_000 + "]" * 100_000) == \
+        "s.json nests too deeply to read; flatten its lists and objects"
 
 
 def test_bad_yaml_syntax_names_the_line():

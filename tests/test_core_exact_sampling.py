@@ -16,7 +16,8 @@ from simcache.explore.results import Tally, count_preemptions, count_schedules, 
 from simcache.explore.sampling import draw_pct, draw_random, run_schedule, sampled
 from simcache.scenario import load
 
-LENGTHS = [(), (1,), (3,), (2, 1), (1, 1, 1), (0, 2, 0, 1), (2, 2, 2), (1, 1, 2, 1, 1), (4, 0, 3), (2, 1, 1, 1, 2, 4, 1)]
+LENGTHS = [(), (1,), (3,), (2, 1), (1, 1, 1), (0, 2, 0, 1), (2, 2, 2), (1, 1, 2, 1, 1), (4, 0, 3),
+           (2, 1, 1, 1, 2, 4, 1)]
 
 
 def ref_random(rng: random.Random, lengths) -> tuple[int, ...]:

@@ -12,7 +12,16 @@ import pytest
 from simcache.crash import signature
 from simcache.errors import SimcacheError
 from simcache.ops_run import run_ops
-from simcache.workload import RateRow, WorkloadError, WorkloadSpec, crash_rates, generate, run_stream, table, working_set
+from simcache.workload import (
+    RateRow,
+    WorkloadError,
+    WorkloadSpec,
+    crash_rates,
+    generate,
+    run_stream,
+    table,
+    working_set,
+)
 
 
 def trie_size(requests) -> int:
@@ -36,7 +45,6 @@ def read_stream(doc: dict, spec: WorkloadSpec, pressure: float) -> dict:
     seen_sets: dict[str, set] = {k: set() for k in ("prompt_len", "user_len", "new_len", "delay", "done_n_is_1",
                                                      "done_n_is_len", "hit", "evict_n", "turn_kinds")}
     prompts = {}  # system prompt k -> its tokens (all of one length range)
-    history: dict[int, list[int]] = {}  # chat -> its last prompt + answer (as the next turn shows)
     last_prompt: dict[int, list[int]] = {}
     planned: dict[int, list[int]] = {}
     fresh = {c: 1000 * (c + 1) for c in range(spec.chats)}
@@ -114,7 +122,8 @@ def read_stream(doc: dict, spec: WorkloadSpec, pressure: float) -> dict:
     assert ops[i:] == [{"op": "finish_oldest"}] * running + [{"op": "events"}, {"op": "l3_ack"}]
     working, states = trie_size(requests), len({tuple(r) for r in requests})
     assert doc["working_set"] == working and doc["mamba_states"] == states
-    assert doc["config"] == dict(policy=spec.policy, storage=True, device_kv=max(map(len, requests)) + spec.device_slack,
+    assert doc["config"] == dict(policy=spec.policy, storage=True,
+                                 device_kv=max(map(len, requests)) + spec.device_slack,
                                  device_mamba=spec.chats + 2, host_kv=max(1, math.ceil(working / pressure)),
                                  host_mamba=max(1, math.ceil(states / pressure)))
     assert set(doc) == {"config", "ops", "working_set", "mamba_states"}
