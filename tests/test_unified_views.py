@@ -210,7 +210,7 @@ def test_the_sglang_lines_table_names_every_simulated_function_of_the_unified_mo
 
     names = set()
     for code, name in SIMULATED_CODE.items():
-        if "/unified/" in code.co_filename.replace("\\", "/"):
+        if "/simcache/unified/" in code.co_filename.replace("\\", "/"):
             cls = code.co_qualname.split(".")[0]
             names.add(f"{cls}.{name}" if cls in ("FullComponent", "MambaComponent") else name)
     table = unified_lines()
