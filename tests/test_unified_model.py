@@ -42,6 +42,21 @@ def test_the_0_5_17_model_drops_the_refill_and_runs_clean_under_both_policies():
                           "2 3,4 v=0 h=1 m=0 mh=1 fl=0 ml=0 hl=1 hml=1"]
 
 
+def test_run_model_classifies_each_operation_with_the_drivers_one_step(monkeypatch):
+    """#42: the model's run classifies an operation where every driver does (``Steps.step``); a looping operation
+    is the hang outcome, as on the real code."""
+    from simcache.driver import Steps
+
+    seen = []
+    real_step = Steps.step
+    monkeypatch.setattr(Steps, "step", lambda self, op, i, *a, **k: seen.append(i) or real_step(self, op, i, *a, **k))
+    assert race("unified_0_5_16")["status"] == "......x" and seen == list(range(7))
+    cfg = check_settings(dict(policy="write_back", storage=True, host_kv=2))
+    hang = run_model(cfg, [(None, parse_op(o, "t")) for o in ("request 1 2 3", "evict_mamba 1")], "unified_0_5_16")
+    assert (hang["outcome"], hang["sig"], hang["status"], hang["step"]) == (
+        "hang: the operation loops forever", "hang", ".x", 1)
+
+
 def _loaded(version: str):
     try:
         return load_unified(version)

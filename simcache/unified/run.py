@@ -13,10 +13,10 @@ import hashlib
 from collections import Counter
 
 from ..config import from_settings
-from ..crash import crash_from, short_sig
+from ..crash import short_sig
 from ..driver import Driver
-from ..errors import ScenarioError, SimcacheError
-from ..operations import APPLIED, NO_ROOM, NO_SLOTS, NOTHING_TO_DO, NOTHING_TO_FETCH, PREFETCH_DECLINED, RAISED, Skip
+from ..errors import ScenarioError
+from ..operations import NO_ROOM, NO_SLOTS, NOTHING_TO_DO, NOTHING_TO_FETCH, PREFETCH_DECLINED, RAISED, Skip
 from ..real.run import FIELDS
 from ..requests import Request
 from ..versions import Flags
@@ -37,11 +37,20 @@ def _hash_fn(index: int):
 
 
 class UnifiedDriver(Driver):
+    exception: BaseException | None = None  # what the last operation that raised raised (``run_model`` reads it)
+
     def step(self, op: dict, index: int, run=None, *, crashes: bool = True) -> str:
         """``Driver.step``, with the watchdog's count of host queries started afresh (it counts one operation's:
         ``cache.watchdog``), for every caller: a traced run, the explorer's machines, a replay."""
         self.cache.host_queries = 0
         return super().step(op, index, run, crashes=crashes)
+
+    def raised(self, op: dict, index: int, e: Exception) -> str:
+        """``Driver.raised``, keeping the exception: a ``Livelock`` (an operation the watchdog stopped) is the
+        outcome ``HANG_FIELDS``, on the model as on the real code."""
+        code = super().raised(op, index, e)
+        self.exception = e
+        return code
 
     def _start(self, tokens: list[int], rid: str | None = None) -> str:  # (Driver.start checks, then calls it)
         c = self.cache
@@ -222,22 +231,10 @@ def run_model(cfg: dict, ops: list[tuple[str | None, dict]], preset: str) -> dic
     drv = UnifiedDriver(cache, retry_mamba_alloc=cfg["driver"] == "scheduler")
     status, crash, step, first_stale = [], None, None, None
     for i, (_, op) in enumerate(ops):
-        cache.host_queries = 0
-        try:
-            drv.apply(op, i)
-            status.append(APPLIED)
-        except Skip as s:
-            status.append(s.code)
-        except SimcacheError:
-            raise
-        except Livelock:
-            status.append(RAISED)
-            crash, step = HANG, i
-            break
-        except Exception as e:  # noqa: BLE001 -- the simulated cache's exceptions are results
-            status.append(RAISED)
-            crash, step = crash_from(e), i
-            cache.crashed = crash
+        code = drv.step(op, i)  # Steps.step: the one place an operation is classified (the watchdog restarts there)
+        status.append(code)
+        if code == RAISED:
+            crash, step = (HANG if isinstance(drv.exception, Livelock) else cache.crashed), i
             break
         if first_stale is None and stale_refs(cache):
             first_stale = i
