@@ -14,7 +14,7 @@ Vocabulary
 - Each frame: a title bar (the operation, a counter ``3 / 9``, what the moment is), one sentence per run (one for
   both while they do the same thing), then each run's tree under its label.
 - *Stretches*: consecutive frames whose trees (both runs') are pinned to one layout of their union
-  (``render.layout``, measured): a box moves neither inside a stretch nor between the two runs. A stretch grows
+  (``render.layout``): a box moves neither inside a stretch nor between the two runs. A stretch grows
   while its union still fits the width at ``MIN_SCALE`` or more (a union of the whole window is wider than any
   tree of it and would shrink the text below legible), so boxes move only where a stretch ends.
 
@@ -179,7 +179,7 @@ def _compose(frame: Frame, trees: list, index: int, count: int, head: int):
 def _fits(dots: list[str]) -> bool:
     from .render.layout import positions, union_dot
 
-    union = union_dot(dots, measure=True)
+    union = union_dot(dots)
     return union is not None and positions(union)[1][0] * DPI / 72 * MIN_SCALE <= WIDTH - 16
 
 
@@ -193,7 +193,7 @@ def _stretches(dots: list[tuple[str, ...]]) -> list[list[str]]:
         j = i + 1
         while j < len(dots) and _fits([d for ds in dots[i:j + 1] for d in ds]):
             j += 1
-        pinned, per = stable([d for ds in dots[i:j] for d in ds], measure=True), len(dots[i])
+        pinned, per = stable([d for ds in dots[i:j] for d in ds], splines=True), len(dots[i])
         out += [pinned[k * per:(k + 1) * per] for k in range(j - i)]
         i = j
     return out

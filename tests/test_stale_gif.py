@@ -7,16 +7,15 @@ GIF shows exactly that window, both runs one above the other, each moment named 
 from __future__ import annotations
 
 import io
-import json
 import re
 
-import graphviz
 import pytest
 from PIL import Image
+from views_helpers import overlaps
 
 from simcache import stale_gif
 from simcache.render.diverge import divergence_point
-from simcache.render.layout import _NODE, stable
+from simcache.render.layout import stable
 from simcache.simulate import simulate
 from simcache.transcript import outcome_words
 
@@ -76,24 +75,6 @@ def test_one_run_alone_and_a_run_with_nothing_stale():
     assert all(len(f.dots) == 1 and not f.lines[0].startswith("Both runs") for f in frames)
 
 
-def _boxes(dot: str) -> dict[str, tuple[float, float, float, float]]:
-    """Each box of a pinned DOT as neato draws it: name -> (x0, y0, x1, y1) in points."""
-    out = json.loads(graphviz.pipe("neato", "json", dot.encode()))
-    boxes = {}
-    for o in out["objects"]:
-        if _NODE.match(f'  {o["name"]} [x];') and "pos" in o:
-            x, y = map(float, o["pos"].split(","))
-            w, h = float(o["width"]) * 36, float(o["height"]) * 36
-            boxes[o["name"]] = (x - w, y - h, x + w, y + h)
-    return boxes
-
-
-def _overlaps(dot: str) -> list[tuple[str, str]]:
-    boxes = sorted(_boxes(dot).items())
-    return [(n, m) for i, (n, p) in enumerate(boxes) for m, q in boxes[i + 1:]
-            if not (p[2] <= q[0] or q[2] <= p[0] or p[3] <= q[1] or q[3] <= p[1])]
-
-
 def test_boxes_keep_their_place_in_a_stretch_and_between_the_runs_and_never_overlap(frames):
     pinned = stale_gif._stretches([f.dots for f in frames])
     corners = [POS.findall(ds[0])[-1] for ds in pinned]  # _bb1: the stretch's size
@@ -107,11 +88,11 @@ def test_boxes_keep_their_place_in_a_stretch_and_between_the_runs_and_never_over
         seen = by_stretch.setdefault(corner, {})
         for n, x, y in POS.findall(ds[0]):
             assert seen.setdefault(n, (x, y)) == (x, y), n  # no box moves inside a stretch
-    assert not [o for ds in pinned for d in ds for o in _overlaps(d)]  # every holders' box beside its node
+    assert not [o for ds in pinned for d in ds for o in overlaps(d)]  # every holders' box beside its node
     # measured (render.layout): the union of the rows-largest labels would put #11's deleting holders' box, wider
     # than it was there, over #10 and #12
-    unmeasured = stable([d for f in frames[2:] for d in f.dots])
-    assert {o for d in unmeasured for o in _overlaps(d)} == {("h11", "n10"), ("h11", "n12")}
+    unmeasured = stable([d for f in frames[2:] for d in f.dots], measure=False)
+    assert {o for d in unmeasured for o in overlaps(d)} == {("h11", "n10"), ("h11", "n12")}
     # the union of the whole window would not fit: that is why the went-stale frame is a stretch of its own
     assert not stale_gif._fits([d for f in frames for d in f.dots])
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from views_helpers import overlaps
+
 from simcache.render.frames import tree_dot
 from simcache.render.layout import MAX_UNION, stable, union_dot
 from simcache.render.svg import render_svg
@@ -53,3 +55,23 @@ def test_one_drawing_alone_is_not_pinned_and_runs_no_graphviz(monkeypatch):
     run = simulate("crash_pr", "pre_fix")
     one = tree_dot(run, 5, legend=False)
     assert stable([one]) == [one] and stable([one, one]) == [one, one]  # a long page's lone frames: no dot run
+
+
+def test_no_box_of_a_pinned_frame_overlaps_another():
+    """Each union box is as large as its largest label in the window: laid out at the rows-largest label instead,
+    these operations' frames had a box drawn over another (a holders' box over #8, #7 over #9 ...)."""
+    from simcache.player_model import PlayerModel
+
+    seen = 0
+    for name, preset, op in (("scenario_b", "pre_fix", 2), ("scenario_c", "pre_fix", 5), ("scenario_c", "pre_fix", 9),
+                             ("scenario_d", "pre_fix", 2)):
+        m = PlayerModel(simulate(name, preset), precompute=False)
+        t = m.runs[0].trace
+        raw = [m.frame(0, s).dot for s in range(t.ops[op].first_step, t.ops[op].last_step + 1)]
+        plain = stable(raw, measure=False)
+        assert any(overlaps(d) for d in plain), (name, op)  # what the plain union did
+        pinned = m.pinned(0, op)  # what the player and the export draw
+        assert [overlaps(d) for d in pinned] == [[]] * len(pinned), (name, op)
+        assert all('pos="' in d for d in pinned)
+        seen += len(pinned)
+    assert seen > 20

@@ -38,3 +38,20 @@ def story(preset: str = "pre_fix") -> dict:
     return dict(stale=stale, crash=crash, last=len(t.steps) - 1, child=child, first_attach=first_attach,
                 readmitted=t.readmitted[0].step if t.readmitted else None,
                 first_violation=min(v.step for v in t.violations), late=t.ops[8].first_step)
+
+
+def overlaps(dot: str) -> list[tuple[str, str]]:
+    """The pairs of boxes (tree nodes, holders' boxes, folds) that overlap in a pinned DOT as neato draws it."""
+    import graphviz
+
+    from simcache.render.layout import _NODE
+
+    boxes = []
+    for o in json.loads(graphviz.pipe("neato", "json", dot.encode()))["objects"]:
+        if _NODE.match(f'  {o["name"]} [x];') and "pos" in o:
+            x, y = map(float, o["pos"].split(","))
+            w, h = float(o["width"]) * 36, float(o["height"]) * 36
+            boxes.append((o["name"], (x - w, y - h, x + w, y + h)))
+    boxes.sort()
+    return [(n, m) for i, (n, p) in enumerate(boxes) for m, q in boxes[i + 1:]
+            if not (p[2] <= q[0] or q[2] <= p[0] or p[3] <= q[1] or q[3] <= p[1])]
