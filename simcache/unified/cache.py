@@ -119,11 +119,16 @@ class UnifiedRadixCache(TreeOps, Eviction, HostTier, Storage):
         else:
             cache_len = len(tokens)
             mamba_value = [req.mamba_pool_idx]
+        tail = []
         if cache_len < len(tokens):
-            self.pools.device_kv.free(kv[max(cache_len, req.cache_protected_len):])
+            tail = kv[max(cache_len, req.cache_protected_len):]
+            if not self.flags.tail_free_after_insert:
+                self.pools.device_kv.free(tail)
             tokens, kv = tokens[:cache_len], kv[:cache_len]
         result = self.insert(tokens, kv, req.cache_protected_len, mamba_value)
         self.pools.device_kv.free(kv[len(tokens) // self.page_size * self.page_size:])
+        if tail and self.flags.tail_free_after_insert:
+            self.pools.device_kv.free(tail)
         self.dec_lock_ref(req.last_node)
         self.cleanup_after_caching_req(req, result)
 

@@ -79,9 +79,9 @@ def sequence(rng: random.Random, policy: str | None = None, page_size: int = 1) 
             ops.append({"op": "prefetch_hit", "n": rng.randint(1, 6)})
         else:
             ops.append({"op": "prefetch_done", "n": rng.randint(0, 6), "mamba_hit": rng.random() < 0.8})
-    if page_size > 1:
+    if page_size > 1:  # a prefetch asks for whole pages; a request may end inside one (its tail is not cached)
         for op in ops:
-            if "tokens" in op and len(op["tokens"]) % page_size:
+            if op["op"] == "prefetch" and len(op["tokens"]) % page_size:
                 op["tokens"] = op["tokens"] + [1] * (page_size - len(op["tokens"]) % page_size)
     return cfg, ops
 

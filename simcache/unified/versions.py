@@ -6,7 +6,8 @@
 | ``unified_0_5_17`` | sglang 0.5.17 (2026-08-08) | #31902 drops a refill under an un-backed-up node (write-through) |
 
 0.5.17 also discards a prefetch whose Mamba state did not fully arrive (all or nothing), drops a write-back leaf
-whose backup fails together with its host-only subtree, and ends its Mamba eviction walk at the MRU end.
+whose backup fails together with its host-only subtree, ends its Mamba eviction walk at the MRU end, and (with the
+Mamba extra buffer) frees a finished request's KV past its track point after the insert instead of before it.
 
 ``git grep drop_refill_under_unbacked`` shows where #31902 touches the model. Both presets run under either write
 policy (the scenario's ``policy``).
@@ -40,6 +41,9 @@ class UnifiedFlags:
     # the tree core is built and then reset: its nodes (root, LRU sentinels) are made twice, which shifts node ids
     # and the access clock
     tree_core_resets_twice: bool = False
+    # cache_finished_req: the KV past the Mamba track point (extra buffer, page size > 1) is freed after the insert,
+    # with the unaligned tail, not before it (0.5.17 batches the two frees; the insert's duplicates go first)
+    tail_free_after_insert: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -50,7 +54,7 @@ PRESETS: dict[str, UnifiedFlags] = {
     "unified_0_5_16": UnifiedFlags(),
     "unified_0_5_17": UnifiedFlags(drop_refill_under_unbacked=True, prefetch_all_or_nothing=True,
                                    evict_walk_0_5_17=True, write_back_pins_device_only=True,
-                                   tree_core_api=True, tree_core_resets_twice=True),
+                                   tree_core_api=True, tree_core_resets_twice=True, tail_free_after_insert=True),
 }
 RELEASE_OF = {"unified_0_5_16": "0.5.16", "unified_0_5_17": "0.5.17"}  # the wheel each preset models
 
