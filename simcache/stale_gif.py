@@ -101,6 +101,11 @@ def _said(run, step: int, shown: set[int]) -> str:
 def stale_window(run, compare=None) -> list[Frame]:
     """The frames of ``run``'s stale window (beside ``compare``, a run of the same schedule); ``[]`` when no node
     goes stale in either run."""
+    from . import args
+
+    args.traced_run(run, "stale_window")
+    if compare is not None:
+        args.traced_run(compare, "stale_window", "compare")
     runs = [run] + ([compare] if compare is not None else [])
     if not any(r.trace.went_stale for r in runs):
         return []
@@ -206,8 +211,9 @@ def gif(frames: list[Frame]) -> bytes:
     from .render.svg import render_png
     from .storyboard import _fit
 
-    if not frames:
-        raise ValueError("no frames: no node goes stale in these runs")
+    if not isinstance(frames, list) or not frames or not all(isinstance(f, Frame) for f in frames):
+        raise ValueError("gif takes the frames stale_window returns (a non-empty list): no node goes stale in these "
+                         "runs, or these are not its frames")
     head = 36 + 24 + 19 * max(len(_rows(f)) for f in frames) + 10
     pictures = []
     for n, (f, dots) in enumerate(zip(frames, _stretches([f.dots for f in frames]), strict=True)):

@@ -14,6 +14,7 @@ from PIL import Image
 from views_helpers import overlaps
 
 from simcache import stale_gif
+from simcache.errors import ArgumentError
 from simcache.render.diverge import divergence_point
 from simcache.render.layout import stable
 from simcache.simulate import simulate
@@ -67,6 +68,12 @@ def test_one_run_alone_and_a_run_with_nothing_stale():
     assert stale_gif.stale_window(simulate("scenario_d", "merged_fix")) == []
     with pytest.raises(ValueError, match="no node goes stale"):
         stale_gif.gif([])
+    with pytest.raises(ValueError, match="not its frames"):
+        stale_gif.gif(["digraph {}"])
+    with pytest.raises(ArgumentError, match="stale_window takes a Run"):
+        stale_gif.stale_window("crash_pr")
+    with pytest.raises(ArgumentError, match="as compare"):
+        stale_gif.stale_window(simulate("scenario_a"), compare=3)
     run = simulate("scenario_a", "pre_fix")
     frames = stale_gif.stale_window(run)
     e = run.trace.went_stale[0]
