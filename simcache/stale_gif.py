@@ -7,10 +7,11 @@ storyboard command writes no GIF (a PR comment takes at most three still picture
 Vocabulary
 - The *stale window* runs from the first position (``render.moments.compare_positions``: both runs in lock-step)
   where a run has a node gone stale, to the last position (the end of the longer run).
-- Its *frames*, in order: the went-stale position; the state after each operation while the node stays detached
-  and held; the step before the runs part (``render.diverge``), each step from the divergence until both runs
-  have reached their moment (the assertion, a clean-up); the end. At most ``MAX_FRAMES``: the operations between
-  are thinned first.
+- Its *frames*, in order: the went-stale position; each *moment* (a run's first went-stale, re-admission,
+  clean-up, or its assertion: shown longer, named in a badge); the state after each operation while the node stays
+  detached and held; the step before the runs part (``render.diverge``) and each step from the divergence until
+  both runs have reached their moment; the end. Aim: ``MAX_FRAMES``; the operations between are thinned first
+  (moments and the steps around the divergence are never dropped).
 - Each frame: a title bar (the operation, a counter ``3 / 9``, what the moment is), one sentence per run (one for
   both while they do the same thing), then each run's tree under its label.
 - *Stretches*: consecutive frames whose trees (both runs') are pinned to one layout of their union
