@@ -7,7 +7,9 @@ The matrix (``benchmarks/matrix.py``: prompts of about 50, 300 and 2,000 tokens,
 write policies): per cell, ``simcache run FILE --json`` in-process against the same operations replayed with
 tracing off (``ops_run.execute`` without a recorder), alternating, medians; and the run's peak resident memory in a
 fresh process (``VmHWM``). The worst cell (time ratio, then memory) is the headline; the whole matrix follows and
-is written to ``build/bench_trace.md``. ``--quick``: fewer requests per cell.
+is written to ``build/bench_trace.md``. Each cell's ratio is of the medians; the ratio of each side's fastest run
+beside it is what a loaded machine disturbs least (another process only ever slows a run down). ``--quick``: fewer
+requests per cell.
 
 ``--classic``: the older single-workload rows below, on ``bench_cache.workload``.
 
@@ -231,14 +233,18 @@ def matrix(a) -> int:
             mem = peak_memory(path)
             avg, longest = prompt_stats(doc)
             rows.append(dict(mean=mean, ps=ps, policy=policy, ops=len(doc["ops"]), avg=avg, longest=longest,
-                             off=off, run=run, ratio=run / off, peak=mem["peak_mb"], base=mem["base_mb"]))
-            print(f"[cell] {mean:>5} tokens, page {ps:>2}, {policy}: {run / off:.1f}x, {mem['peak_mb']:.0f} MB",
-                  file=sys.stderr, flush=True)
+                             off=off, run=run, ratio=run / off, fast=min(runs) / min(offs), peak=mem["peak_mb"],
+                             base=mem["base_mb"]))
+            print(f"[cell] {mean:>5} tokens, page {ps:>2}, {policy}: {run / off:.1f}x (fastest runs "
+                  f"{min(runs) / min(offs):.1f}x), {mem['peak_mb']:.0f} MB", file=sys.stderr, flush=True)
     load1 = os.getloadavg()
     w = max(rows, key=lambda r: r["ratio"])
+    f = max(rows, key=lambda r: r["fast"])
     m = max(rows, key=lambda r: r["peak"])
     head = (f"**Worst cell: `run --json` {w['ratio']:.1f}× tracing off** (prompts of {w['avg']:,.0f} tokens on "
-            f"average, page size {w['ps']}, {w['policy']}: {w['off']:.3f} s → {w['run']:.3f} s; budget ≤ 5×). "
+            f"average, page size {w['ps']}, {w['policy']}: {w['off']:.3f} s → {w['run']:.3f} s; budget ≤ 5×); "
+            f"by each side's fastest run, the worst cell is {f['fast']:.1f}× (prompts of {f['avg']:,.0f} tokens, "
+            f"page size {f['ps']}, {f['policy']}). "
             f"**Highest peak: {m['peak']:.0f} MB** (prompts of {m['avg']:,.0f} tokens, page size {m['ps']}, "
             f"{m['policy']}; the interpreter with torch alone: {m['base']:.0f} MB; budget ≤ 400 MB).")
     lines = [f"## `simcache run --json` across the matrix ({PRESET}){' (quick)' if a.quick else ''}\n", head + "\n",
@@ -247,10 +253,11 @@ def matrix(a) -> int:
              f"average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end ({os.cpu_count()} CPUs); medians of "
              f"{a.rounds} alternating rounds.\n",
              "| prompt tokens (mean / longest) | page size | write policy | ops | tracing off | `run --json` | "
-             "ratio | peak memory |", "|---|---|---|---|---|---|---|---|"]
+             "ratio | ratio of the fastest runs | peak memory |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['avg']:,.0f} / {r['longest']:,} | {r['ps']} | {r['policy']} | {r['ops']:,} | "
-                     f"{r['off']:.3f} s | {r['run']:.3f} s | **{r['ratio']:.1f}×** | {r['peak']:.0f} MB |")
+                     f"{r['off']:.3f} s | {r['run']:.3f} s | **{r['ratio']:.1f}×** | {r['fast']:.1f}× | "
+                     f"{r['peak']:.0f} MB |")
     text = "\n".join(lines)
     print(text)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
