@@ -126,30 +126,42 @@ def _spelled(xs) -> str:
 
 
 def _items(table: np.ndarray) -> np.ndarray:
-    """A ``_decimal_table``'s rows as one item each: NUL-padded to 8 bytes (a uint64) or 16 (a 16-byte void)."""
-    n, w = table.shape
-    size = 8 if w <= 8 else 16
-    out = np.zeros((n, size), dtype=np.uint8)
-    out[:, :w] = table
-    return out.view(np.uint64 if size == 8 else np.dtype((np.void, 16))).reshape(n)
+    """A ``_decimal_table``'s rows as one item each: a uint64 (8-byte rows) or a 16-byte void (no copy)."""
+    n, size = table.shape
+    return table.view(np.uint64 if size == 8 else np.dtype((np.void, 16))).reshape(n)
 
 
 _slot_list = _spelled  # (the name it had when it spelled only slot lists)
 
 
 def _decimal_table(n: int) -> np.ndarray:
-    """Row i: the bytes of ``", " + str(i)`` for i = 0 .. n - 1, NUL-padded to the longest: the numbers of each
-    digit count are a block of rows, filled one digit column at a time."""
+    """Row i: the bytes of ``", " + str(i)`` for i = 0 .. n - 1, NUL-padded to 8 bytes (16 past 6 digits). The first
+    10,000 rows are filled a digit column at a time; each later run of 10,000 numbers shares its leading digits
+    (``", " + str(i // 10000)``) and ends in the first rows' last four digits, zero-padded: two broadcast copies a
+    run."""
     width = len(str(n - 1))
-    out = np.zeros((n, 2 + width), dtype=np.uint8)
+    out = np.zeros((n, 8 if 2 + width <= 8 else 16), dtype=np.uint8)
     out[:, 0], out[:, 1] = ord(","), ord(" ")
-    for d in range(1, width + 1):
-        lo, hi = (0 if d == 1 else 10 ** (d - 1)), min(10**d, n)
+    m = min(n, _RUN)
+    for d in range(1, len(str(m - 1)) + 1):
+        lo, hi = (0 if d == 1 else 10 ** (d - 1)), min(10**d, m)
         k = np.arange(lo, hi, dtype=np.int64)
         for col in range(1 + d, 1, -1):  # the last digit first
             k, r = np.divmod(k, 10)
             out[lo:hi, col] = r + ord("0")
+    if n > _RUN:
+        k = np.arange(_RUN, dtype=np.int64)
+        four = np.stack([k // 1000 % 10, k // 100 % 10, k // 10 % 10, k % 10], axis=1).astype(np.uint8) + ord("0")
+        for h in range(1, (n - 1) // _RUN + 1):
+            lo, hi = h * _RUN, min((h + 1) * _RUN, n)
+            head = str(h).encode()
+            w = 2 + len(head)
+            out[lo:hi, 2:w] = np.frombuffer(head, dtype=np.uint8)
+            out[lo:hi, w : w + 4] = four[: hi - lo]
     return out
+
+
+_RUN = 10_000
 
 
 _POOL_WORDS = {k: k.replace("_", " ") for k in ("alloc", "free", "double_free", "alloc_fail")}
