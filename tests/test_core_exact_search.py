@@ -218,12 +218,16 @@ def test_a_worker_expands_a_prefix_by_forking_from_its_own_plan_with_its_own_dam
     a_done = (0,), (1, 0, 0, 0, 0), 0  # A has run its one operation: every other actor is free
     mem_half = (2,), (0, 0, 1, 0, 0), 2  # mem has one of its two left: only mem is free at bound 0
     for (idx, pos, cur), bound, turns, cut in ((a_done, 0, [1, 2, 3, 4], False), (mem_half, 0, [2], True)):
-        got = search._expand_remote((search._Item(idx, pos, cur, 0), bound))
+        got = search._expand_remote((search._Item(idx, pos, cur, 0), bound, True))
         want = search._expand(plan, search._Item(idx, pos, cur, 0), bound, "fork", {})
         assert (plain(got[0]), got[1]) == (plain(want[0]), want[1])
+        # a search that does not prune asks for no state keys: the same children, each key None
+        unkeyed = search._expand_remote((search._Item(idx, pos, cur, 0), bound, False))
+        assert [c[:2] + c[3:] for c in plain(unkeyed[0])] == [c[:2] + c[3:] for c in plain(want[0])]
+        assert all(c[2] is None for c in unkeyed[0]) and any(c[2] is not None for c in want[0])
         assert [c[:2] for c in got[0]] == [(i, 0) for i in turns] and got[1] is cut
         assert all(c[4] is None for c in got[0])  # fork keeps no machine
-    ends = [c[3] for c in search._expand_remote((search._Item(*a_done, 0), 0))[0] if c[3] is not None]
+    ends = [c[3] for c in search._expand_remote((search._Item(*a_done, 0), 0, True))[0] if c[3] is not None]
     assert [out[0] for out in ends] == [(0, 2), (0, 4)]  # two runs end here (A then mem, A then mem2 crash) ...
     assert sorted(memo) == sorted(out[2] for out in ends)  # ... and the worker's own memo holds their ends
 

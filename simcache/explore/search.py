@@ -70,11 +70,15 @@ def _choices(plan: Plan, item: _Item, bound: int | None) -> tuple[list[tuple[int
     return out, cut
 
 
-# a child: (actor index, preemptions, state key or None when terminal, RunOut when terminal, machine or None)
+# a child: (actor index, preemptions, state key or None when terminal or unkeyed, RunOut when terminal, machine or
+# None)
 Child = tuple[int, int, bytes | None, RunOut | None, Machine | None]
 
 
-def _expand(plan: Plan, item: _Item, bound: int | None, mode: str, damage: dict) -> tuple[list[Child], bool]:
+def _expand(plan: Plan, item: _Item, bound: int | None, mode: str, damage: dict,
+            keyed: bool = True) -> tuple[list[Child], bool]:
+    """The children of prefix ``item``: each choice run one step further; a non-terminal child's state key only
+    when ``keyed`` (a search that prunes reads it; an unpruned one never does)."""
     choices, cut = _choices(plan, item, bound)
     base = item.machine
     if mode == "fork" or (mode == "keep" and base is None):
@@ -90,13 +94,13 @@ def _expand(plan: Plan, item: _Item, bound: int | None, mode: str, damage: dict)
         if terminal:
             out.append((i, pre, None, finish(m, damage), None))
         else:
-            out.append((i, pre, m.key(), None, m if mode == "keep" else None))
+            out.append((i, pre, m.key() if keyed else None, None, m if mode == "keep" else None))
     return out, cut
 
 
 def _expand_remote(args) -> tuple[list[Child], bool]:
-    item, bound = args
-    return _expand(workers.PLAN, item, bound, "fork", workers.DAMAGE)
+    item, bound, keyed = args
+    return _expand(workers.PLAN, item, bound, "fork", workers.DAMAGE, keyed)
 
 
 BATCH = 32  # prefixes expanded per round (one process-pool map); fixed, so any ``jobs`` gives the same order
@@ -133,10 +137,10 @@ def exhaustive(plan: Plan, preset: str, bound: int | None = None, budget: int | 
             while stack and not stopped:
                 batch = [stack.pop() for _ in range(min(BATCH, len(stack)))]
                 if pool is not None:
-                    args = [(_Item(it.idx, it.pos, it.cur, it.pre), bound) for it in batch]
+                    args = [(_Item(it.idx, it.pos, it.cur, it.pre), bound, prune) for it in batch]
                     expanded: Iterable = pool.map(_expand_remote, args, chunksize=max(1, len(args) // jobs))
                 else:
-                    expanded = (_expand(plan, it, bound, mode, damage) for it in batch)
+                    expanded = (_expand(plan, it, bound, mode, damage, prune) for it in batch)
                 groups: list[list[_Item]] = []
                 for it, (children, was_cut) in zip(batch, expanded, strict=True):
                     it.machine = None
