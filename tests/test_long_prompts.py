@@ -206,8 +206,9 @@ def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_wo
     """The boundary check keeps a big pool's per-slot state in numpy and reads only the slots written or re-owned
     since the last boundary (#41): after every operation of a workload with big KV pools (and small Mamba pools,
     the plain path), each break of ``test_core_exact_invariants`` is named as the one-pass and named checks name
-    it, and its repair clears it. The arrays it keeps of the shares' slot and content tuples are bounded; with a
-    bound of a few numbers they are dropped at nearly every boundary and made again, with the same answers."""
+    it, and its repair clears it. A big KV pool's shares are bytes read as arrays; a big Mamba pool's are tuples
+    whose arrays it keeps, bounded: with big Mamba pools too and a bound of a few numbers, they are dropped at
+    nearly every boundary and made again, with the same answers."""
     from test_core_exact_invariants import BREAKS, SHARED, Agreement, named, workload
 
     from simcache.invariants import boundary_pools
@@ -215,12 +216,14 @@ def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_wo
     from simcache.trace import Recorder
     from simcache.versions import preset
 
-    if kept == "dropped at once":
-        monkeypatch.setattr(boundary_pools, "_ARRS_PER_SLOT", 0)
-        monkeypatch.setattr(boundary_pools, "_ARRS_EXTRA", 3)
     agree = Agreement(monkeypatch)
     doc = workload(policy)
     doc["config"].update(device_kv=P._BIG, host_kv=P._BIG + 64)
+    big_mamba = kept == "dropped at once"
+    if big_mamba:
+        monkeypatch.setattr(boundary_pools, "_ARRS_PER_SLOT", 0)
+        monkeypatch.setattr(boundary_pools, "_ARRS_EXTRA", 3)
+        doc["config"].update(device_mamba=P._BIG, host_mamba=P._BIG)
     cfg, ops = check_doc(doc)
     rec = Recorder(snapshots=False)
     applied = []
@@ -242,8 +245,11 @@ def test_the_boundary_check_of_big_pools_agrees_with_the_other_checks_while_a_wo
         applied.append(k)
 
     execute(cfg, [(None, op) for op in ops], preset("followup_fix"), recorder=rec, on_step=step)
-    assert rec._bc.big == {"device_kv": True, "host_kv": True, "device_mamba": False, "host_mamba": False}
-    assert rec._bc._arrs and 0 < rec._bc._arrs_n <= rec._bc._arrs_max + 3 * P._BIG
+    assert rec._bc.big == {"device_kv": True, "host_kv": True, "device_mamba": big_mamba, "host_mamba": big_mamba}
+    shares = [e for _, s in rec._bc.share.values() for e in s[10]]
+    assert {(pool, type(slots)) for pool, slots, _ in shares} == {
+        ("device_kv", bytes), ("host_kv", bytes), ("device_mamba", tuple), ("host_mamba", tuple)}
+    assert bool(rec._bc._arrs) == big_mamba and rec._bc._arrs_n <= rec._bc._arrs_max + 3 * P._BIG
     assert agree.checked == len(ops) + 2 * len(applied) + 2 * applied.count(BREAKS.index((SHARED, None)))
     assert set(applied) == set(range(len(BREAKS))) and rec.violations == []
 

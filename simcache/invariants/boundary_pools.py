@@ -35,6 +35,7 @@ class PoolShares:
         # numpy call); a big one (``pools._BIG``, free counts in numpy too) in arrays, moved per operation in a few
         # numpy calls, since a long prompt's request moves thousands of slots (``_flush_arrays``)
         self.big = {p: pools[p]._free_count.__class__ is not list for p in _POOL_NAMES}
+        self.kv_lists = not (self.big["device_kv"] and self.big["host_kv"])  # a KV pool's shares need int lists
         self.refs, self.cnt, self.exp, self.loose = {}, {}, {}, {}
         self.loose_mask: dict[str, np.ndarray] = {}  # a big pool's loose slots, and how many there are
         self.loose_n: dict[str, int] = {}
@@ -269,9 +270,12 @@ class PoolShares:
             return len(set(idx.tolist())) < len(idx)
         return _has_repeats(idx, self._scratch(pool))
 
-    def _arr(self, t: tuple) -> np.ndarray:
-        """Tuple ``t`` of ints as an int64 array, made once while it is kept (by identity: the entry holds the tuple,
-        so its id stays its own); all are dropped when they hold more than ``_arrs_max`` numbers."""
+    def _arr(self, t) -> np.ndarray:
+        """A queued entry's numbers as an int64 array: a big KV pool's bytes read in place; a tuple of ints made into
+        an array once while it is kept (by identity: the entry holds the tuple, so its id stays its own), all of them
+        dropped when they hold more than ``_arrs_max`` numbers."""
+        if t.__class__ is bytes:
+            return np.frombuffer(t, dtype=np.int64)
         hit = self._arrs.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
@@ -322,7 +326,8 @@ class PoolShares:
                 for _, s in self.share.values():
                     for pool, slots, want in s[10]:
                         if pool == name and want is not None:
-                            for i, w in zip(slots, want, strict=True):
+                            slots = _ints(slots)
+                            for i, w in zip(slots, _ints(want), strict=True):
                                 exp[i] = w
                             touched.update(slots)
                 if touched:
@@ -332,6 +337,11 @@ class PoolShares:
 
 
 _ARRS_PER_SLOT, _ARRS_EXTRA = 4, 65536  # the kept arrays' bound: this many numbers per slot of the big pools, + this
+
+
+def _ints(x):
+    """An owned entry's slots or contents as ints: a tuple as it is, a big KV pool's bytes read back."""
+    return np.frombuffer(x, dtype=np.int64).tolist() if x.__class__ is bytes else x
 
 
 def _ix(slots) -> np.ndarray:

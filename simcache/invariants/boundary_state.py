@@ -3,6 +3,8 @@ share of every invariant (``BoundaryState``; the pools' owned and loose slots: `
 in ``boundary``)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..fingerprints import kv_fingerprint_array
 from ..node import TreeNode
 from ..state import held_by
@@ -93,10 +95,10 @@ class BoundaryState(PoolShares):
         key = c.key
         if old is not None and old[0] is c and old[3] is key and old[1] == h and old[2] == start:
             return old
-        if key:  # (``kv_extend``, keeping the array: a big pool's flush takes the wanted content from it)
+        if key:  # (``kv_extend``; a big pool's share takes the fingerprints as the array, a small one as a list)
             arr = kv_fingerprint_array(key, h)
-            want = arr.tolist()
-            hc = want[-1]
+            want = arr.tolist() if self.kv_lists else arr
+            hc = int(arr[-1])
         else:
             arr, want, hc = None, [], h
         i = start + len(key)
@@ -156,14 +158,10 @@ class BoundaryState(PoolShares):
                 return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, hit[1])
         want, m = f[6], f[7]
         owned = []  # (pool, slots, what they must hold or None)
-        if v is not None or hv is not None:
-            wt = tuple(want)
-            if f[8] is not None and (self.big["device_kv"] or self.big["host_kv"]):
-                self._known(wt, f[8])  # a big pool's flush reads the fingerprints as the array they came from
         if v is not None:
-            owned.append(("device_kv", tuple(v), wt if nv == len(want) else None))
+            owned.append(self._kv_owned("device_kv", v, f, nv == len(want)))
         if hv is not None:
-            owned.append(("host_kv", tuple(hv), wt if nhv == len(want) else None))
+            owned.append(self._kv_owned("host_kv", hv, f, nhv == len(want)))
         if mv is not None:
             owned.append(("device_mamba", tuple(mv), (m,) * nmv))
         if mhv is not None:
@@ -171,6 +169,16 @@ class BoundaryState(PoolShares):
         owned = tuple(owned)
         self.own[id(n)] = ((v, hv, mv, mhv, f), owned, (nv, nhv, nmv, nmhv))
         return (tier, backup, mlen, dev, prot, mall, mprot, nv >= 0, nmv >= 0, nmhv >= 0, owned)
+
+    def _kv_owned(self, pool: str, slots: list, f: tuple, full: bool) -> tuple:
+        """A node's owned entry in a KV pool: (pool, its slots, the fingerprints they must hold, or None when their
+        number differs). A small pool's as tuples; a big pool's as the bytes of int64 arrays (compared by value as
+        tuples are, read back as arrays without a copy, and nothing the garbage collector walks)."""
+        if not self.big[pool]:
+            return pool, tuple(slots), tuple(f[6]) if full else None
+        arr = f[8]
+        return pool, np.fromiter(slots, dtype=np.int64, count=len(slots)).tobytes(), (
+            (b"" if arr is None else arr.tobytes()) if full else None)
 
     def _apply(self, n, s: tuple, sign: int, owned=None) -> None:
         """Add (``sign`` +1) or take out (-1) node ``n``'s share ``s``; its owned slots: ``owned`` (default: the
