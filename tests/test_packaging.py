@@ -133,19 +133,24 @@ def test_the_gallery_ships_in_the_wheel_and_loads_from_an_installed_package(tmp_
     wheel, = (tmp_path / "dist").glob("simcache-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     gallery = sorted(n for n in names if n.startswith("simcache/scenarios/"))
-    assert gallery == sorted(f"simcache/scenarios/{p.name}" for p in (ROOT / "simcache" / "scenarios").glob("*.yaml"))
+    scenarios = ROOT / "simcache" / "scenarios"  # HiMamba's gallery, and the unified family's in unified/
+    assert gallery == sorted(f"simcache/scenarios/{p.relative_to(scenarios).as_posix()}"
+                             for p in scenarios.rglob("*.yaml"))
+    assert "simcache/scenarios/unified/unified_refill.yaml" in gallery
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import simcache, json; "
              "from simcache.scenario import gallery, load; sc = load('crash_pr'); "
-             "print(json.dumps([simcache.__file__, sc.source, sc.name, len(gallery())]))")
+             "u = load('unified_refill'); "
+             "print(json.dumps([simcache.__file__, sc.source, sc.name, len(gallery()), u.source]))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     ran = subprocess.run([sys.executable, "-c", probe, str(site)], capture_output=True, text=True, cwd=tmp_path,
                          env=env)
     assert ran.returncode == 0, ran.stderr[-2000:]
     import json
 
-    module, source, name, count = json.loads(ran.stdout)
+    module, source, name, count, unified_source = json.loads(ran.stdout)
     assert module == str(site / "simcache" / "__init__.py")
     assert source == str(site / "simcache" / "scenarios" / "crash_pr.yaml")
-    assert (name, count) == ("crash_pr", len(gallery))
+    assert (name, count) == ("crash_pr", len(list(scenarios.glob("*.yaml"))))
+    assert unified_source == str(site / "simcache" / "scenarios" / "unified" / "unified_refill.yaml")
