@@ -17,8 +17,9 @@ Vocabulary
   (``@viz-js/viz``).
 - A move's *reaction* is ``game_levels.reaction``'s sentence, computed from a trace of that one operation, and only
   where there can be one: a stale node appears only in a move that detached something, and a violation only where
-  the set of failing invariants (checked on the state) grew; such a move is replayed with a recorder over that
-  operation alone (``simulate(..., ops=(k, k + 1))``), and the violations counted are those not failing before it.
+  the set of failing invariants (checked on the state) grew; such a move is made again on a copy of the state it
+  starts from with a recorder attached, as ``simulate(..., ops=(k, k + 1))`` records that operation alone (the
+  invariants checked after each micro-step), and the violations counted are those not failing before it.
 - *Points* (stepping inside write_backup / evict_host, levels 3 and up) are kept for the moves out of states that can
   still win, built from the full run exactly as the notebook's game builds them. Out of a state that can no longer
   win, a move runs whole, and the page says why.
@@ -159,13 +160,11 @@ def build_level(number: int, strings: Table | None = None, lines: Table | None =
         fails.append(frozenset(failing(m.cache, list(m.driver.live.values()))))
         return s
 
-    def fast_said(m: Machine, i: int, path: list[str], before: frozenset, after: frozenset) -> str:
+    def fast_said(m: Machine, i: int, before: frozenset, after: frozenset) -> str:
         if not after - before:  # only a stale node can be said: a recorder over this one move, on a copy
-            return sentence(_stale_events(m, plan, i), [])
-        k = base + len(path) - 1
-        w = simulate(sc, lv.preset, schedule=Schedule(tuple(path)), ops=(k, k + 1), snapshots=False,
-                     invariants=True)
-        return sentence(list(w.trace.went_stale), [v for v in w.trace.violations if v.invariant not in before])
+            return sentence(_recorded(m, plan, i).went_stale, [])
+        rec = _recorded(m, plan, i, invariants=True)  # the invariants checked after each of its micro-steps too
+        return sentence(list(rec.went_stale), [v for v in rec.violations if v.invariant not in before])
 
     root = Machine(plan, data=True)
     add_state(root, (root.key(), _names(root)), -1, -1, [])
@@ -189,7 +188,7 @@ def build_level(number: int, strings: Table | None = None, lines: Table | None =
                     stack.append((t, c, path + [a]))
                 to[s][i] = t
                 if c.cache.detach_count != detaches or fails[t] - fails[s]:
-                    said[s][i] = strings.add(fast_said(m, i, path + [a], fails[s], fails[t]))
+                    said[s][i] = strings.add(fast_said(m, i, fails[s], fails[t]))
         own_lines.pop(s, None)  # its moves are made: no later state is spliced from it
         if say is not None and len(to) >= told + 10_000:
             told = len(to) // 10_000 * 10_000
@@ -225,15 +224,16 @@ def build_level(number: int, strings: Table | None = None, lines: Table | None =
                 info=info, points=pts, pdraw=pdraw, drawn_from=drawn_from)
 
 
-def _stale_events(m: Machine, plan, i: int) -> list:
-    """The went-stale events of actor ``i``'s next move from machine ``m``: the move made on a copy with a recorder
-    attached (no snapshots, no invariants: the events are recorded as the move detaches nodes), as
-    ``ops_run.execute`` records a traced operation."""
+def _recorded(m: Machine, plan, i: int, invariants: bool = False):
+    """The recorder of actor ``i``'s next move from machine ``m``: the move made on a copy with a recorder attached
+    (no snapshots; with ``invariants``, every invariant is checked after each of its micro-steps), as
+    ``ops_run.execute`` records the one operation of ``simulate(..., ops=(k, k + 1))`` on the state the earlier
+    moves left (its ``went_stale`` events and ``violations`` are that run's trace's)."""
     from .operations import RAISED
     from .trace import Recorder
 
     c = _clone(m)
-    rec = Recorder(snapshots=False, invariants=False)
+    rec = Recorder(snapshots=False, invariants=invariants)
     rec.replayable = True
     rec.attach(c.cache, c.driver)
     k = c.index
@@ -242,7 +242,7 @@ def _stale_events(m: Machine, plan, i: int) -> list:
     if status == RAISED:
         rec.crash(c.cache.crashed)
     rec.end_op(k, status)
-    return list(rec.went_stale)
+    return rec
 
 
 def _path(parent: list[tuple[int, int]], actors: list[str], s: int) -> list[str]:
