@@ -9,9 +9,11 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+from conftest import prebuilt
 
 from simcache.game import SchedulerGame
 from simcache.game_build import DEAD, OVER, WIN, Table, _judge, _splices, build_level, cached_level, merge
@@ -60,9 +62,39 @@ def paths(data: dict) -> dict[int, list[str]]:
     return out
 
 
+@pytest.fixture(autouse=True, scope="module")
+def shared_runs():
+    """The live games of this module share their runs. A game after n moves is reached as a learner reaches it,
+    picking each move in turn, and each pick simulates the whole schedule so far again, so checking every state
+    and move this way would simulate every prefix once per state that extends it. A run is a function of the
+    level and the schedule, and nothing a game does changes its run (drawings and points replay copies), so the
+    games here take an identical schedule's run from a small memo: every pick still checks the move, says its
+    reaction and looks for a dead end as it does in the notebook; only the repeated simulations are shared."""
+    simulate_alone = SchedulerGame._simulate
+    memo: OrderedDict = OrderedDict()
+
+    def simulate_shared(game):
+        if game.level is None or game.flags is not None:
+            return simulate_alone(game)
+        key = (game.level.number, tuple(game.turns))
+        if key in memo:
+            memo.move_to_end(key)
+        else:
+            memo[key] = simulate_alone(game)
+            if len(memo) > 64:  # the states are checked depth first: their prefixes are the recent runs
+                memo.popitem(last=False)
+        return memo[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SchedulerGame, "_simulate", simulate_shared)
+        yield
+
+
 def game_after(number: int, turns) -> SchedulerGame:
     game = SchedulerGame.from_level(number, widgets=False)
-    game._map = _MAPS.setdefault(number, structure(level(number)))
+    if number not in _MAPS:  # the level's bounded map, built once (``setdefault`` would build it every call)
+        _MAPS[number] = structure(level(number))
+    game._map = _MAPS[number]
     for a in turns:
         game.pick(a)
     return game
@@ -141,8 +173,15 @@ def test_every_state_and_move_of_a_small_level_is_what_the_live_game_shows(numbe
     assert sum(len(v) for v in data["points"].values()) > 0 if lv.inside else data["points"] == {}
 
 
-def test_level_4_holds_every_state_and_a_sample_is_what_the_live_game_shows():
-    data, strings, lines = built(4)
+@pytest.fixture
+def level_4(request):
+    """Level 4's data, read once its background build (conftest.py) has stored it."""
+    prebuilt(request.config, 4)
+    return built(4)
+
+
+def test_level_4_holds_every_state_and_a_sample_is_what_the_live_game_shows(level_4):
+    data, strings, lines = level_4
     assert len(data["to"]) == 11545  # 8,109 cache states (the explorer's count), some under several names
     where = paths(data)
     assert len(where) == 11545  # every state can be reached from the start
