@@ -131,6 +131,16 @@ def test_a_release_is_fetched_once_verified_and_only_its_files_extracted(cache, 
     assert not (cache / "real").exists()
 
 
+def test_the_newest_release_is_the_highest_version_not_the_last_listed():
+    from simcache.real.wheel import _release_order
+
+    listed = ["0.5.13", "0.5.13.post1", "0.5.18", "0.5.23", "0.5.9", "9" * 5000, "0.5.10"]  # as text: 0.5.9 last
+    assert max(listed[:5] + listed[6:], key=_release_order) == "0.5.23"
+    assert sorted(["0.5.9", "0.5.13.post1", "0.5.10", "0.5.13"], key=_release_order) == [
+        "0.5.9", "0.5.10", "0.5.13", "0.5.13.post1"]
+    assert max(listed, key=_release_order) == "9" * 5000  # a hostile index entry is compared, never a traceback
+
+
 def test_a_version_the_index_does_not_have(cache, monkeypatch, request, capsys):
     serve(monkeypatch, request)
     assert sentence(capsys, "real", "crash_pr", "--sglang-version", "1.2.3") == (

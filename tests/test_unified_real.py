@@ -136,6 +136,21 @@ def test_simcache_real_runs_the_unified_class_for_a_unified_preset(tmp_path, cap
                                                "of unified_0_5_16, unified_0_5_17")
 
 
+@pytest.mark.parametrize("version, preset, outcome", [("0.5.16", "unified_0_5_16", "AssertionError: "),
+                                                      ("0.5.17", "unified_0_5_17", "clean")])
+def test_a_unified_gallery_scenario_without_preset_runs_the_unified_class_of_that_release(version, preset, outcome,
+                                                                                        capsys):
+    from simcache.cli import main
+
+    loaded(version)
+    assert main(["real", "unified_refill", "--sglang-version", version, "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)  # never HiMamba's dead class, never a refusal to pick a preset
+    assert (doc["scenario"], doc["preset"], doc["differ"], doc["real"]["outcome"]) == (
+        "unified_refill", preset, [], outcome)
+
+
 @pytest.mark.parametrize("argv", [[], ["--all", "--git", "x"]])
 def test_the_race_command_says_which_sglang_to_run_instead_of_fetching_every_wheel(argv, capsys):
     """review1 #15: with no version it fetched all seven release wheels; now it asks, and ``--all`` runs them all."""

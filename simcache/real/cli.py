@@ -29,7 +29,8 @@ def add_parser(sub) -> None:
     src.add_argument("--sglang-version", metavar="X.Y.Z", help="a release: its wheel is fetched into the cache "
                                                                 "folder once, verified by sha256, and its files run")
     p.add_argument("--preset", help="the model's preset to compare with (default: the one that models the source; "
-                                    "for a checkout the newest); a unified_* preset runs SGLang's UnifiedRadixCache")
+                                    "for a checkout the newest); a unified_* preset runs SGLang's UnifiedRadixCache, "
+                                    "as a unified scenario does by default (the release's preset, else its own)")
     p.add_argument("--schedule", help="actor turns, e.g. 'R1 R2*2 ctl*' (default: the scenario's)")
     p.add_argument("--gallery", action="store_true", help="run every gallery scenario and print one line each")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -82,6 +83,8 @@ def cmd_real(a: argparse.Namespace) -> int:
         from ..trace.memory import parse_memory_limit
 
         limit = parse_memory_limit(a.memory_limit, "--memory-limit")
+    if a.preset is None and a.scenario is not None and not a.gallery and not a.list_stubs:
+        a.preset = _unified_preset(a.scenario, a.sglang_version)
     if a.preset and a.preset.startswith("unified_"):  # SGLang's UnifiedRadixCache (#39)
         from .unified.cli import cmd_real_unified
 
@@ -111,6 +114,19 @@ def cmd_real(a: argparse.Namespace) -> int:
     else:
         print(side_by_side(f"{sc.name}: the model beside the real code", model, real, preset, loaded.source.label))
     return 0
+
+
+def _unified_preset(scenario: str, version: str | None) -> str | None:
+    """For a scenario of the unified family given without --preset: the unified preset of the release asked for
+    (``--sglang-version``), else the scenario's own; None for a HiMamba scenario (the release table decides)."""
+    from ..presets import family_of
+    from ..scenario import load
+    from ..unified.versions import RELEASE_OF
+
+    own = load(scenario).preset
+    if not isinstance(own, str) or family_of(own) != "unified":
+        return None
+    return next((p for p, v in RELEASE_OF.items() if v == version), own)
 
 
 def _gallery(loaded, a, scenarios, limit: float | None) -> int:

@@ -105,6 +105,16 @@ def _usable(f) -> bool:
             and (size is None or type(size) is int))
 
 
+def _release_order(version: str) -> tuple:
+    """A sort key that puts ``0.5.9`` before ``0.5.18`` (the index lists versions as text, so its last is not the
+    newest): the leading numbers of each dotted part, then the text for ties (``0.5.13`` before ``0.5.13.post1``)."""
+    parts = []
+    for part in version.split("."):
+        digits = part[:len(part) - len(part.lstrip("0123456789"))]
+        parts.append(int(digits[:18]) if digits else -1)  # an index is not trusted: no 5,000-digit int
+    return (tuple(parts), version)
+
+
 def pick(doc: dict, version: str) -> dict:
     """The wheel of ``version`` to fetch (cp311 manylinux x86_64 first, else any), or one sentence why none."""
     wheels = [f for f in doc["files"] if _usable(f) and f["filename"].split("-")[1:2] == [version]]
@@ -112,7 +122,7 @@ def pick(doc: dict, version: str) -> dict:
         listed = doc.get("versions")
         versions = [v for v in listed if isinstance(v, str)] if isinstance(listed, list) else []
         if version not in versions:
-            latest = f" (the newest is {versions[-1]})" if versions else ""
+            latest = f" (the newest is {max(versions, key=_release_order)})" if versions else ""
             raise SourceError(f"sglang has no release {version} on the package index{latest}; give a released "
                               f"version like 0.5.17")
         raise SourceError(f"sglang {version} has no wheel with a sha256 on the package index; give --sglang PATH "
