@@ -89,7 +89,9 @@ class Fate:
 def _said(result: dict) -> str:
     if result["outcome"] == "clean":
         return "clean"
-    return f"{result['outcome'].strip()} in {result['raised_in']} at op {result['step']}"
+    kind, _, message = result["outcome"].partition(": ")  # a bare ``assert v == node`` has no message: said so
+    said = result["outcome"] if message.strip() else f"{kind} (no message)"
+    return f"{said} in {result['raised_in']} at op {result['step']}"
 
 
 def fate(versions=("0.5.16", "0.5.17"), policy: str | None = None) -> Fate:

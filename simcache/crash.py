@@ -8,8 +8,9 @@ Vocabulary
 
 The summaries, one line each (``crash`` may be None for a clean run where it says so):
 - ``crash.outcome``: ``AssertionError: parent does not have child key, 1`` (the oracle's ``outcome``);
-- ``crash.located``: the outcome and ``(in _delete_tombstone_leaf)`` (an export's header);
-- ``crash.raised``: the outcome and ``(raised in ...)`` (a transcript's ``outcome:`` line);
+- ``crash.said``: the outcome, or ``AssertionError (no message)`` for a bare ``assert`` (what the views print);
+- ``crash.located``: ``said`` and ``(in _delete_tombstone_leaf)`` (an export's header);
+- ``crash.raised``: ``said`` and ``(raised in ...)`` (a transcript's ``outcome:`` line);
 - ``short_sig(crash)``: the oracle's ``sig``: the message up to its first detail, ``in`` the function;
 - ``signature(crash)``: the explorer's: the message with node ids blanked, ``@`` the function (``clean`` if None);
 - ``cell(crash)``: the outcome table's: ``X in <function>`` for the stale-node assertion (``clean`` if None).
@@ -43,12 +44,17 @@ class Crash:
         return f"{self.type}: {self.message}"
 
     @property
+    def said(self) -> str:
+        """The outcome as a reader sees it: a bare ``assert v == node`` has no message, said so instead of ``': '``."""
+        return self.outcome if self.message else f"{self.type} (no message)"
+
+    @property
     def located(self) -> str:
-        return f"{self.outcome} (in {self.function})"
+        return f"{self.said} (in {self.function})"
 
     @property
     def raised(self) -> str:
-        return f"{self.outcome}  (raised in {self.function})"
+        return f"{self.said}  (raised in {self.function})"
 
     def as_dict(self) -> dict:
         return dict(message=self.message, type=self.type, function=self.function, stack=list(self.stack))
@@ -70,6 +76,8 @@ def signature(crash: Crash | None) -> str:
     """``"clean"`` or ``"AssertionError: <message> @ <function>"`` with node ids blanked (they are labels)."""
     if crash is None:
         return "clean"
+    if not crash.message:
+        return f"{crash.type} (no message) @ {crash.function}"
     return f"{crash.type}: {_IDS.sub(lambda m: (m.group(1) + '=#') if m.group(1) else '#', crash.message)} " \
            f"@ {crash.function}"
 

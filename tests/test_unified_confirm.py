@@ -30,7 +30,7 @@ def test_the_race_and_its_shrunk_form_are_confirmed_on_the_real_0_5_16(capsys):
     assert got["disagreements"] == 0 and got["source"].startswith("sglang 0.5.16 (")
     assert [(c["label"], c["schedule"], c["verdict"], c["real_raised_in"], c["real_step"]) for c in got["results"]] == [
         ("minimal (shrunk)", "R2 pf*2 mem*3", "confirmed", "_remove_leaf_from_parent", 5),
-        ("first failure with AssertionError:  @ _remove_leaf_from_parent", "pf*2 R2 pf mem*3", "confirmed",
+        ("first failure with AssertionError (no message) @ _remove_leaf_from_parent", "pf*2 R2 pf mem*3", "confirmed",
          "_remove_leaf_from_parent", 6)]
 
 

@@ -70,7 +70,7 @@ def test_run_prints_the_moment_the_refill_goes_stale_with_its_parent_and_the_cra
         "  5 . mem: evict_host n=2",
         "   ! detached node 10 [1,2] re-admitted to evictable_device_leaves (step 89)",
         "  6 x mem: evict n=2",
-        "outcome: AssertionError:   (raised in _remove_leaf_from_parent)",
+        "outcome: AssertionError (no message)  (raised in _remove_leaf_from_parent)",
         "damage: double free device_kv[0, 1]",
         "traceback, outermost call first:",
         "  evict()",
@@ -133,7 +133,7 @@ def test_the_invariants_name_the_detached_members_then_the_counters_and_the_doub
 def test_the_explorer_finds_the_race_on_0_5_16_by_itself_and_0_5_17_runs_clean():
     r16 = explore("unified_refill", "unified_0_5_16", bound=2)
     assert (r16.schedules_run, r16.failing, r16.exhausted, r16.total_schedules) == (28, 1, True, 140)
-    assert dict(r16.outcomes) == {"clean": 27, "AssertionError:  @ _remove_leaf_from_parent": 1}
+    assert dict(r16.outcomes) == {"clean": 27, "AssertionError (no message) @ _remove_leaf_from_parent": 1}
     assert r16.first_failure.schedule == "pf*2 R2 pf mem*3"
     assert dict(r16.damage) == {"double_free:device_kv": "pf*2 R2 pf mem*3"}
     r17 = explore("unified_refill", "unified_0_5_17", bound=None)
@@ -169,7 +169,7 @@ def test_shrinking_the_race_keeps_its_shape_and_needs_no_prefetch_holding_the_ho
     sh = shrink("unified_refill", "unified_0_5_16", schedule="pf*2 R2 pf mem*3")
     doc = sh.scenario.as_doc()
     assert (sh.schedule, sh.steps, sh.signature) == ("R2 pf*2 mem*3", 6,
-                                                     "AssertionError:  @ _remove_leaf_from_parent")
+                                                     "AssertionError (no message) @ _remove_leaf_from_parent")
     # the backup fails because the host (3 slots) is smaller than the request: the prefetch need not reserve it
     assert doc["actors"] == {
         "pf": [{"op": "prefetch", "tokens": [1, 2, 9]}, {"op": "prefetch_done", "n": 3, "mamba_hit": True}],
@@ -243,8 +243,8 @@ def test_the_storyboard_of_the_fix_names_the_scenario_and_parts_at_the_31902_gua
     assert md[1:7] == [
         "### simcache: `unified_refill` under `unified_0_5_16` vs `unified_0_5_17`", "",
         "| preset | outcome | went stale | cleaned up |", "|---|---|---|---|",
-        "| `unified_0_5_16` | AssertionError:  (in _remove_leaf_from_parent); damage: double free device_kv[0, 1] | 1 "
-        "| 0 |",
+        "| `unified_0_5_16` | AssertionError (no message) (in _remove_leaf_from_parent); damage: double free "
+        "device_kv[0, 1] | 1 | 0 |",
         "| `unified_0_5_17` | no assertion; no damage | 0 | 0 |"]
     assert "Schedule: `pf*2 R2 pf mem*3`. Replay: `python -m simcache run unified_refill --preset unified_0_5_16` " \
            "and `python -m simcache run unified_refill --preset unified_0_5_17`." in md
