@@ -46,7 +46,7 @@ class Crash:
     @property
     def said(self) -> str:
         """The outcome as a reader sees it: a bare ``assert v == node`` has no message, said so instead of ``': '``."""
-        return self.outcome if self.message else f"{self.type} (no message)"
+        return said(self.outcome)
 
     @property
     def located(self) -> str:
@@ -58,6 +58,13 @@ class Crash:
 
     def as_dict(self) -> dict:
         return dict(message=self.message, type=self.type, function=self.function, stack=list(self.stack))
+
+
+def said(outcome: str) -> str:
+    """An outcome text (``"AssertionError: x"``, ``"clean"``) as a reader sees it: ``"AssertionError: "`` (a bare
+    ``assert``) becomes ``"AssertionError (no message)"``; anything else is unchanged."""
+    kind, sep, message = outcome.partition(": ")
+    return f"{kind} (no message)" if sep and not message.strip() else outcome
 
 
 def crash_from(exc: BaseException) -> Crash:

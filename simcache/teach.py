@@ -17,7 +17,7 @@ from __future__ import annotations
 from html import escape
 
 from . import args
-from .crash import STALE, cell
+from .crash import STALE, cell, said
 from .errors import ArgumentError, ConfigError
 from .lab import Lab
 from .render.display import CSS, HTML, PNG, Text
@@ -206,7 +206,8 @@ def summary(found) -> Text:
                             f"preemptions, assertion and raised_in), not {args.said(found)}; e.g. "
                             f"summary(explore('crash_pr').first_failure)")
     lines = [f"schedule: {d['schedule']}  ({d['steps']} operations, {d['preemptions']} preemption(s))",
-             f"raised:   {d['assertion']} in {d['raised_in']}"]
+             f"raised:   {said(d['assertion']) if isinstance(d['assertion'], str) else d['assertion']} in "
+             f"{d['raised_in']}"]
     if d.get("actors"):
         lines.append("actors:   " + ", ".join(f"{a} ({n} op{'s' if n > 1 else ''})" for a, n in d["actors"].items()))
     if d.get("candidates"):

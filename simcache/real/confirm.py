@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..crash import Crash, signature
+from ..crash import Crash, said, signature
 from ..scenario import Scenario
 from .compare import loaded_for, parse_word
 from .run import run_real
@@ -36,7 +36,7 @@ class Confirmation:
 
     def line(self) -> str:
         if self.verdict == CONFIRMED:
-            return f"  {CONFIRMED:<15} {self.label}: the real code raises {self.real_outcome} in " \
+            return f"  {CONFIRMED:<15} {self.label}: the real code raises {said(self.real_outcome)} in " \
                    f"{self.real_raised_in} at op {self.real_step}"
         return (f"  DISAGREEMENT    {self.label} ({self.schedule}): the model says {self.model}; the real code "
                 f"says {self.real if self.real == 'clean' else self.real + f' at op {self.real_step}'} "
