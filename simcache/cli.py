@@ -234,9 +234,12 @@ def _trace_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="simcache", description="A faithful, visual simulator of SGLang's HiMambaRadixCache.")
+    ap = _Parser(prog="simcache", description="A faithful, visual simulator of SGLang's HiMambaRadixCache and of the "
+                 "UnifiedRadixCache that replaced it (the unified_* presets).")
     sub = ap.add_subparsers(dest="command", parser_class=_Parser)
-    r = sub.add_parser("run", help="run a scenario and print what happened")
+    r = sub.add_parser("run", help="run a scenario and print what happened",
+                       description="Run a scenario under a preset and print what happened: the transcript of each "
+                                   "operation and the outcome, or one JSON object with --json.")
     r.add_argument("scenario", help="a gallery name (see `scenarios`) or a YAML/JSON file (the oracle's OPS.json too)")
     r.add_argument("--preset", help=f"one of {', '.join(ALL_PRESETS)} (default: the scenario's, else pre_fix)")
     r.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
@@ -246,10 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--against-real", metavar="VERSION|PATH", help=AGAINST_REAL_HELP)
     _trace_arguments(r)
     r.set_defaults(fn=cmd_run)
-    s = sub.add_parser("scenarios", help="list the scenario gallery")
+    s = sub.add_parser("scenarios", help="list the scenario gallery",
+                       description="List HiMamba's scenario gallery with each scenario's expected outcome per preset.")
     s.add_argument("--json", action="store_true", help="print the list as JSON")
     s.set_defaults(fn=cmd_scenarios)
-    e = sub.add_parser("export", help="write a self-contained HTML page of a run")
+    e = sub.add_parser("export", help="write a self-contained HTML page of a run",
+                       description="Write a self-contained HTML page of a run (it opens offline), two presets side "
+                                   "by side (--compare), the game's levels page (--game) or a storyboard to paste "
+                                   "into a pull-request comment (--storyboard).")
     e.add_argument("scenario", nargs="?", help="a gallery name or a YAML/JSON file (not with --game)")
     e.add_argument("--preset", help=f"one of {', '.join(ALL_PRESETS)}")
     e.add_argument("--compare", metavar="A,B", help="two presets side by side")
@@ -270,7 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "its preset is the default")
     _trace_arguments(e)
     e.set_defaults(fn=cmd_export)
-    x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings")
+    x = sub.add_parser("explore", help="search the schedules of a scenario for failing interleavings",
+                       description="Search the interleavings of a scenario's actors for failures, shrink the first "
+                                   "one found, and optionally confirm each on SGLang's own code (--confirm-real).")
     x.add_argument("scenario", help="a gallery name or a YAML/JSON file")
     x.add_argument("--preset", help=f"one of {', '.join(ALL_PRESETS)}")
     x.add_argument("--flag", action="append", metavar="NAME=VALUE", help="override one flag (repeatable)")
@@ -300,17 +309,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkout or unpacked wheel, or 'installed'; loading its files runs their code) and mark it "
                         "confirmed or not reproduced (exit status 1 when one is not reproduced)")
     x.set_defaults(fn=cmd_explore)
-    w = sub.add_parser("workload", help="crash rate per preset as host memory pressure rises")
+    w = sub.add_parser("workload", help="crash rate per preset as host memory pressure rises",
+                       description="Measure each preset's crash rate on seeded multi-turn chat workloads as host "
+                                   "memory pressure rises.")
     w.add_argument("--presets", nargs="+", default=["pre_fix", "merged_fix", "followup_fix"],
-                   help="presets to compare (rows of the table)")
+                   help="presets to compare (rows of the table; default pre_fix merged_fix followup_fix)")
     w.add_argument("--pressures", nargs="+", default=["0.5", "1", "2", "4", "8"],
-                   help="working set / host KV slots, each from 0.001 to 1000000 (columns of the table)")
-    w.add_argument("--streams", default="50", help="request streams per preset and pressure (at most 100,000)")
+                   help="working set / host KV slots, each from 0.001 to 1000000 (columns of the table; default "
+                        "0.5 1 2 4 8)")
+    w.add_argument("--streams", default="50", help="request streams per preset and pressure (default 50, at most "
+                                                         "100,000)")
     w.add_argument("--requests", default=str(WorkloadSpec.requests),
                    help=f"chat turns per stream (default {WorkloadSpec.requests}, at most 10,000)")
-    w.add_argument("--seed", default="0", help="seed of the generated streams")
-    w.add_argument("--jobs", default="1", help="worker processes, or auto for one per usable core (results identical "
-                                               "to serial)")
+    w.add_argument("--seed", default="0", help="seed of the generated streams (default 0)")
+    w.add_argument("--jobs", default="1", help="worker processes, or auto for one per usable core (default 1; "
+                                               "results identical to serial)")
     w.add_argument("--signatures", action="store_true", help="also list what raised, per row")
     w.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     w.add_argument("--json", action="store_true", help="print the rows as JSON")
