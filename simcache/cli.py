@@ -250,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     _trace_arguments(r)
     r.set_defaults(fn=cmd_run)
     s = sub.add_parser("scenarios", help="list the scenario gallery",
-                       description="List HiMamba's scenario gallery with each scenario's expected outcome per preset.")
+                       description="List the scenario gallery (HiMamba's, then the unified family's) with each "
+                                   "scenario's expected outcome per preset.")
     s.add_argument("--json", action="store_true", help="print the list as JSON")
     s.set_defaults(fn=cmd_scenarios)
     e = sub.add_parser("export", help="write a self-contained HTML page of a run",

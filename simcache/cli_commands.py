@@ -13,10 +13,10 @@ from .workload import WorkloadSpec
 
 
 def cmd_scenarios(a) -> int:
-    from .scenario import gallery, load
+    from .scenario import gallery, load, unified_gallery
 
     items = []
-    for name in gallery():
+    for name in [*gallery(), *unified_gallery()]:  # HiMamba's gallery, then the unified family's
         sc = load(name)
         items.append(dict(name=name, title=sc.title, reference=sc.reference, schedule=sc.schedule,
                           expect={p: e.get("outcome") for p, e in sc.expect.items()},
@@ -33,6 +33,8 @@ def cmd_scenarios(a) -> int:
                 what = "assertion" if o == "assertion" else "no assertion"
                 print(f"{'':{width}} {p:<13} {what}" + (f"; damage: {'; '.join(hurt)}" if hurt else ""))
         print("\npresets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items()))
+        print("unified presets (SGLang's UnifiedRadixCache): unified_0_5_16 = release 0.5.16, before #31902; "
+              "unified_0_5_17 = release 0.5.17, #31902 drops a refill under a node never backed up")
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from simcache.cli import main
-from simcache.scenario import gallery, load
+from simcache.scenario import gallery, load, unified_gallery
 from simcache.versions import PRESETS
 
 
@@ -24,7 +24,7 @@ def cli(capsys, *argv) -> tuple[int, str]:
 def test_scenarios_lists_the_gallery_with_its_expected_outcomes(capsys):
     rc, out = cli(capsys, "scenarios", "--json")
     items = json.loads(out)
-    assert rc == 0 and [i["name"] for i in items] == list(gallery())
+    assert rc == 0 and [i["name"] for i in items] == [*gallery(), *unified_gallery()]  # HiMamba's, then unified
     for item in items:
         sc = load(item["name"])
         assert {k: v for k, v in item.items() if k != "damage"} == {
@@ -42,8 +42,9 @@ def test_scenarios_lists_the_gallery_with_its_expected_outcomes(capsys):
         "merged_fix    assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
         "followup_fix  assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]",
         "main_2026_06  assertion; damage: double free device_kv[0, 1]; leaked host_kv[1, 2]"]
-    assert lines[-1].startswith("presets: pre_fix = the code before the fix")
-    assert all(f"{p} = " in lines[-1] for p in PRESETS)
+    assert lines[-2].startswith("presets: pre_fix = the code before the fix")
+    assert all(f"{p} = " in lines[-2] for p in PRESETS)
+    assert lines[-1].startswith("unified presets (SGLang's UnifiedRadixCache): unified_0_5_16 = release 0.5.16")
 
 
 def test_run_prints_a_transcript_and_exits_0_whether_or_not_the_cache_crashed(capsys):

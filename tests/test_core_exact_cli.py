@@ -34,7 +34,7 @@ from simcache.cli import (
 from simcache.cli_numbers import MAX_WORKLOAD_TURNS, UsageError
 from simcache.errors import ConfigError, ScenarioError, SimcacheError
 from simcache.presets import ALL_PRESETS
-from simcache.scenario import gallery, load
+from simcache.scenario import gallery, load, unified_gallery
 from simcache.transcript import transcript
 from simcache.versions import PRESET_DESCRIPTIONS, PRESETS
 
@@ -213,7 +213,8 @@ def test_scenarios_as_json_and_as_text(capsys):
     rc, out, err = run_main(capsys, "scenarios", "--json")
     items = json.loads(out)
     assert (rc, err, out) == (0, "", json.dumps(items, indent=1) + "\n")
-    assert [i["name"] for i in items] == list(gallery())
+    assert [i["name"] for i in items] == [*gallery(), *unified_gallery()]  # HiMamba's gallery, then the unified one
+    assert items[-2]["expect"] == {"unified_0_5_16": "assertion", "unified_0_5_17": "clean"}  # unified_refill
     for item in items:
         sc = load(item["name"])
         assert (item["title"], item["reference"], item["schedule"]) == (sc.title, sc.reference, sc.schedule)
@@ -229,7 +230,7 @@ def test_scenarios_as_json_and_as_text(capsys):
     assert b["damage"]["described_fix"] == ["double free device_kv[0, 1]", "leaked host_kv[0, 1]"]
     expected = items
     rc, out, err = run_main(capsys, "scenarios")
-    width = max(len(n) for n in gallery()) + 2
+    width = max(len(n) for n in [*gallery(), *unified_gallery()]) + 2
     lines = out.splitlines()
     first = expected[0]
     assert lines[0] == f"{first['name']:<{width}} {first['title']}"
@@ -238,8 +239,10 @@ def test_scenarios_as_json_and_as_text(capsys):
     assert first["expect"]["described_fix"] != "assertion"  # crash_pr: the described fix hides the crash
     at = 1 + list(first["expect"]).index("described_fix")
     assert lines[at].startswith(" " * width + f" {'described_fix':<13} no assertion; damage: ")
-    assert len(lines) == sum(1 + len(i["expect"]) for i in expected) + 2 and lines[-2] == ""
-    assert lines[-1] == "presets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items())
+    assert len(lines) == sum(1 + len(i["expect"]) for i in expected) + 3 and lines[-3] == ""
+    assert lines[-2] == "presets: " + "; ".join(f"{p} = {d}" for p, d in PRESET_DESCRIPTIONS.items())
+    assert lines[-1] == ("unified presets (SGLang's UnifiedRadixCache): unified_0_5_16 = release 0.5.16, before "
+                         "#31902; unified_0_5_17 = release 0.5.17, #31902 drops a refill under a node never backed up")
     quiet = [i for i in expected if any(not d for d in i["damage"].values())]
     assert quiet, "some preset of some scenario leaves no damage: its line has no damage part"
     i = quiet[0]
