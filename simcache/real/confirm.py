@@ -54,10 +54,15 @@ def real_signature(real: dict) -> str:
 def confirm(cases: list[tuple[str, Scenario, str, str]], word: str) -> tuple[str, list[Confirmation]]:
     """Replay each (label, scenario, schedule, model signature) on the real code ``word`` names (a release version,
     a path or ``installed``) -> (the source's label, one ``Confirmation`` each)."""
-    loaded = loaded_for(*parse_word(word))
+    return replay(cases, loaded_for(*parse_word(word)), run_real)
+
+
+def replay(cases: list[tuple[str, Scenario, str, str]], loaded, run) -> tuple[str, list[Confirmation]]:
+    """Each case replayed with ``run(scenario, loaded, schedule)`` (either family's real runner) -> (the source's
+    label, one ``Confirmation`` each)."""
     out = []
     for label, sc, sched, model_sig in cases:
-        real = run_real(sc, loaded, sched)
+        real = run(sc, loaded, sched)
         out.append(Confirmation(label, sched, model_sig, real_signature(real), real["outcome"], real["raised_in"],
                                 real["step"]))
     return loaded.source.label, out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...scenario import Scenario
 from ..compare import loaded_for, parse_word
-from ..confirm import Confirmation, real_signature
+from ..confirm import Confirmation, replay
 from ..loader import Loaded
 from .run import run_unified
 from .targets import target_for
@@ -35,13 +35,7 @@ def loaded_unified(word: str, preset: str) -> Loaded:
 def confirm_unified(cases: list[tuple[str, Scenario, str, str]], word: str, preset: str
                     ) -> tuple[str, list[Confirmation]]:
     """``simcache.real.confirm.confirm`` for a unified preset."""
-    loaded = loaded_unified(word, preset)
-    out = []
-    for label, sc, sched, model_sig in cases:
-        real = run_unified(sc, loaded, sched)
-        out.append(Confirmation(label, sched, model_sig, real_signature(real), real["outcome"], real["raised_in"],
-                                real["step"]))
-    return loaded.source.label, out
+    return replay(cases, loaded_unified(word, preset), run_unified)
 
 
 def against_real_unified(run, word: str) -> tuple[str, dict]:
