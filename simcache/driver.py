@@ -95,6 +95,7 @@ class Driver(Steps):
     # the oracle's driver "scheduler" (config ``driver: scheduler``), as SGLang's scheduler allocates a request's
     # Mamba slot: a shortage evicts once and retries, and a host hit's load-back may allocate the slot itself
     retry_mamba_alloc: bool = False
+    WRITES_KV: ClassVar[bool] = True  # the KV and Mamba fingerprints a request computes (the unified driver: none)
     live: OrderedDict = field(default_factory=OrderedDict)
     nreq: int = 0
 
@@ -132,6 +133,11 @@ class Driver(Steps):
             raise ArgumentError(f"Driver.start: request id {rid!r} is still live; finish it first or give another rid")
         return self._start(tokens, rid)
 
+    def _load_back(self, res, req):
+        """A host hit's load-back -> (values, node): 7f67965b's scheduler anchors it at best_match_node, which that
+        version sets to last_host_node; the request goes along only where the scheduler retries Mamba allocs."""
+        return self.cache.init_load_back(res.last_host_node, None, req=req if self.retry_mamba_alloc else None)
+
     def _start(self, tokens: list[int], rid: str | None = None) -> str:
         c = self.cache
         pools, ps, extra = c.pools, c.page_size, c.config.extra_buffer
@@ -147,10 +153,9 @@ class Driver(Steps):
         req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
         res = c.match_prefix(tokens)
         prefix, last = list(res.device_indices), res.last_device_node
-        # any host hit loads back (#27391 moved a Mamba-only hit to its own field); 7f67965b's scheduler anchors
-        # the load-back at best_match_node, which that version sets to last_host_node
+        # any host hit loads back (#27391 moved a Mamba-only hit to its own field)
         if res.host_hit_length > 0 or res.mamba_host_hit_length > 0:
-            vals, node = c.init_load_back(res.last_host_node, None, req=req if self.retry_mamba_alloc else None)
+            vals, node = self._load_back(res, req)
             if len(vals) > 0:
                 prefix, last = prefix + list(vals), node
         c.inc_lock_ref(last)
@@ -167,7 +172,7 @@ class Driver(Steps):
             c.dec_lock_ref(last)
             raise Skip(NO_SLOTS)
         # the "model" computes KV for the new tokens and the Mamba states; each is a function of its prefix
-        if kv_pool.keeps_data:  # (the explorer's machines keep none: nothing to compute)
+        if self.WRITES_KV and kv_pool.keeps_data:  # (the explorer's machines keep none: nothing to compute)
             fps = kv_fingerprint_array(tokens)  # once per request, at C speed, for every write of the request
             kv_pool.write(new, fps[len(prefix) :])
             mamba_pool.write(m, [mamba_fingerprint_of(fps, len(tokens))])

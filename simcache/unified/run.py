@@ -16,9 +16,8 @@ from ..config import from_settings
 from ..crash import short_sig
 from ..driver import Driver
 from ..errors import ScenarioError
-from ..operations import NO_ROOM, NO_SLOTS, NOTHING_TO_DO, NOTHING_TO_FETCH, PREFETCH_DECLINED, RAISED, Skip
+from ..operations import NOTHING_TO_DO, NOTHING_TO_FETCH, PREFETCH_DECLINED, RAISED
 from ..real.run import FIELDS
-from ..requests import Request
 from ..versions import Flags
 from .cache import UnifiedRadixCache
 from .components import Livelock
@@ -38,6 +37,7 @@ def _hash_fn(index: int):
 
 class UnifiedDriver(Driver):
     exception: BaseException | None = None  # what the last operation that raised raised (``run_model`` reads it)
+    WRITES_KV = False  # the unified model keeps no KV fingerprints (Driver._start skips them)
 
     def step(self, op: dict, index: int, run=None, *, crashes: bool = True) -> str:
         """``Driver.step``, with the watchdog's count of host queries started afresh (it counts one operation's:
@@ -52,47 +52,12 @@ class UnifiedDriver(Driver):
         self.exception = e
         return code
 
-    def _start(self, tokens: list[int], rid: str | None = None) -> str:  # (Driver.start checks, then calls it)
-        c = self.cache
-        kv_pool, mamba_pool = c.pools.device_kv, c.pools.device_mamba
-        ps, extra = c.page_size, c.config.extra_buffer
-        need, mneed = len(tokens), 2 if extra else 1
-        if kv_pool.available_size() < need:
-            c.evict(need - kv_pool.available_size())
-        if mamba_pool.available_size() < mneed:
-            c.evict(0, mamba_num=(mneed - mamba_pool.available_size()) if extra else 1)
-        if kv_pool.available_size() < need or mamba_pool.available_size() < mneed:
-            raise Skip(NO_ROOM)
-        tracked = (len(tokens) // ps * ps or None) if extra else None
-        req = Request(rid="", tokens=list(tokens), mamba_last_track_seqlen=tracked)
-        res = c.match_prefix(tokens)
-        prefix, last = list(res.device_indices), res.last_device_node
-        req.last_node, req.host_hit_length, req.mamba_host_hit_length = last, res.host_hit_length, \
+    def _load_back(self, res, req):
+        """The unified scheduler's load-back: the request learns its match (node, host hit lengths) first, then
+        loads back anchored at best_match_node, the request always given."""
+        req.last_node, req.host_hit_length, req.mamba_host_hit_length = res.last_device_node, res.host_hit_length, \
             res.mamba_host_hit_length
-        if res.host_hit_length > 0 or res.mamba_host_hit_length > 0:
-            vals, node = c.init_load_back(res.best_match_node, None, req=req)
-            if len(vals) > 0:
-                prefix, last = prefix + list(vals), node
-        c.inc_lock_ref(last)
-        new = kv_pool.alloc(len(tokens) - len(prefix))
-        if req.mamba_pool_idx is not None:
-            m = [req.mamba_pool_idx]
-        else:
-            m = self._alloc_mamba() if new is not None else None
-        trk = self._alloc_mamba() if (new is not None and m is not None and extra) else None
-        if new is None or m is None or (extra and trk is None):
-            for pool, got in ((kv_pool, new), (mamba_pool, m)):
-                if got:
-                    pool.free(got)
-            c.dec_lock_ref(last)
-            raise Skip(NO_SLOTS)
-        req.rid = rid or f"r{self.nreq}"
-        self.nreq += 1
-        req.kv = prefix + new
-        req.mamba_pool_idx, req.track_buffer = m[0], (trk[0] if trk else None)
-        req.cache_protected_len, req.last_node = len(prefix), last
-        self.live[req.rid] = req
-        return req.rid
+        return self.cache.init_load_back(res.best_match_node, None, req=req)
 
     def _deliver_hit(self, n: int, index: int) -> None:
         c, cc = self.cache, self.cache.controller
