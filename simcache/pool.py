@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -75,7 +76,12 @@ def died(pool: ProcessPoolExecutor | None, what: str) -> WorkerDied:
     pool terminates the other workers (SIGTERM) once one dies, so the one that died first is the one that did not
     end by SIGTERM."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
-    dead = [(i, p) for i, p in enumerate(procs, 1) if p.exitcode is not None and p.exitcode != -signal.SIGTERM]
+    dead = []
+    for _ in range(20):  # the pool may see the break before the dead worker is reaped: up to 2 s for its exit code
+        dead = [(i, p) for i, p in enumerate(procs, 1) if p.exitcode is not None and p.exitcode != -signal.SIGTERM]
+        if dead or not procs:
+            break
+        time.sleep(0.1)
     who = (f"worker process {dead[0][0]} of {len(procs)} (pid {dead[0][1].pid}) died ({_how(dead[0][1].exitcode)})"
            if dead else "a worker process died")
     return WorkerDied(f"{who}, so {what} stopped and nothing was written; run it again with fewer --jobs or on a "

@@ -65,11 +65,13 @@ def test_a_name_over_the_limit_is_one_sentence_and_nothing_is_written(argv, mess
 def _kill_a_worker_once():
     """A progress callback that SIGKILLs one worker process (as the out-of-memory killer would) on its first call."""
     killed: list[int] = []
+    before = {p.pid for p in multiprocessing.active_children()}  # another test's leftovers are never the victim
 
     class Progress:
         def __call__(self, info: dict) -> None:
             if not killed:
-                victim = min(multiprocessing.active_children(), key=lambda p: p.pid)
+                victim = min((p for p in multiprocessing.active_children() if p.pid not in before),
+                             key=lambda p: p.pid)
                 killed.append(victim.pid)
                 os.kill(victim.pid, signal.SIGKILL)
                 victim.join(30)
